@@ -1,0 +1,59 @@
+"""Profile fingerprints: the identity of a built serving artifact.
+
+A fingerprint is the sha256 of the canonical JSON of the profile fields that change
+what gets built (weights layout, engine, limits baked into an engine). Fields that only
+change how a server runs (log level, KV fraction, served name, ports) are left out, so
+changing them never triggers a rebuild.
+"""
+
+import hashlib
+import json
+
+# Dotted paths into the profile. Order does not matter: output is canonicalised.
+BUILD_FIELDS = (
+    "schema_version",
+    "model.key",
+    "model.hf_id",
+    "model.revision",
+    "model.architecture",
+    "runtime",
+    "device",
+    "gpu.sku",
+    "gpu.compute_capability",
+    "precision.dtype",
+    "precision.weights",
+    "precision.kv_cache",
+    "parallel.tp",
+    "parallel.pp",
+    "limits.max_batch_size",
+    "limits.max_input_len",
+    "limits.max_seq_len",
+    "limits.max_num_tokens",
+    "limits.max_beam_width",
+    "kv_cache.tokens_per_block",
+    "image.ref",
+    "image.trtllm",
+)
+
+
+def _get(profile, dotted):
+    node = profile
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def build_view(profile):
+    """The subset of a profile that the fingerprint covers, as a flat dict."""
+    return {path: _get(profile, path) for path in BUILD_FIELDS}
+
+
+def canonical_json(obj):
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def fingerprint(profile):
+    """sha256 hex digest of the build-relevant fields of ``profile``."""
+    return hashlib.sha256(canonical_json(build_view(profile)).encode("ascii")).hexdigest()
