@@ -1,0 +1,274 @@
+"""Render Triton model configurations (``config.pbtxt``) from Python data, and check them.
+
+A config is a plain dict that mirrors Triton's ``ModelConfig`` protobuf
+(``inference.ModelConfig`` in ``model_config.proto``):
+
+- ``str``        -> a quoted string (``name: "ensemble"``)
+- ``Enum("X")``  -> a bare enum identifier (``data_type: TYPE_INT32``)
+- ``bool``       -> ``true`` / ``false``
+- ``int/float``  -> a number
+- ``dict``       -> a nested message (``model_transaction_policy { ... }``)
+- ``list``       -> a repeated field (``dims: [ -1 ]`` or ``input [ { ... }, ... ]``)
+
+``parameters`` may be given as a plain ``{key: value}`` dict: it is rendered as Triton's
+``map<string, ModelParameter>`` (``parameters { key: "k" value { string_value: "v" } }``), in the
+dict's order.
+
+:func:`validate` parses the text into ``ModelConfig`` with ``google.protobuf.text_format`` (the
+same schema the server uses) and adds the semantic rules that protobuf cannot express (the
+mistakes that were made in this project's seeds). Every failure is a :class:`PbtxtError` that
+names the offending field.
+"""
+
+import re
+
+__all__ = ["Enum", "PbtxtError", "render", "validate", "render_validated", "parse"]
+
+
+class Enum(str):
+    """An enum value: rendered without quotes (``TYPE_INT32``, ``KIND_GPU``)."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return "Enum(%s)" % str.__repr__(self)
+
+
+class PbtxtError(ValueError):
+    """A config that Triton would reject. ``field`` names the offending field."""
+
+    def __init__(self, message, field=None, model=None, line=None):
+        self.field = field
+        self.model = model
+        self.line = line
+        where = []
+        if model:
+            where.append("model %r" % model)
+        if field:
+            where.append("field %r" % field)
+        if line:
+            where.append("line %d" % line)
+        prefix = ("config.pbtxt of " + ", ".join(where) + ": ") if where else "config.pbtxt: "
+        super().__init__(prefix + message)
+
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_INDENT = "  "
+
+
+def _escape(value):
+    out = []
+    for ch in value:
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == '"':
+            out.append('\\"')
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ord(ch) < 0x20:
+            out.append("\\%03o" % ord(ch))
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def _scalar(value, path):
+    if isinstance(value, Enum):
+        if not _IDENT.match(value):
+            raise PbtxtError("enum value %r is not an identifier" % str(value), field=path)
+        return str(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise PbtxtError("number %r is not finite" % value, field=path)
+        return repr(value)
+    if isinstance(value, str):
+        return _escape(value)
+    raise PbtxtError("unsupported value type %s (%r)" % (type(value).__name__, value), field=path)
+
+
+def _parameters_entries(params):
+    """``{"k": v}`` -> Triton's map entries; lists of entries are passed through."""
+    if isinstance(params, list):
+        return params
+    entries = []
+    for key, value in params.items():
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        entries.append({"key": str(key), "value": {"string_value": str(value)}})
+    return entries
+
+
+def _render_fields(msg, depth, path, lines):
+    pad = _INDENT * depth
+    for key, value in msg.items():
+        if not _IDENT.match(str(key)):
+            raise PbtxtError("field name %r is not an identifier" % key, field=path + str(key))
+        field = path + key
+        if value is None:
+            continue
+        if key == "parameters" and isinstance(value, dict):
+            value = _parameters_entries(value)
+            for entry in value:
+                lines.append("%sparameters {" % pad)
+                _render_fields(entry, depth + 1, field + ".", lines)
+                lines.append("%s}" % pad)
+            continue
+        if isinstance(value, dict):
+            lines.append("%s%s {" % (pad, key))
+            _render_fields(value, depth + 1, field + ".", lines)
+            lines.append("%s}" % pad)
+        elif isinstance(value, (list, tuple)):
+            if value and all(isinstance(v, dict) for v in value):
+                lines.append("%s%s [" % (pad, key))
+                for i, item in enumerate(value):
+                    lines.append("%s%s{" % (pad, _INDENT))
+                    _render_fields(item, depth + 2, "%s[%d]." % (field, i), lines)
+                    lines.append("%s%s}%s" % (pad, _INDENT, "," if i < len(value) - 1 else ""))
+                lines.append("%s]" % pad)
+            elif any(isinstance(v, dict) for v in value):
+                raise PbtxtError("a repeated field mixes messages and scalars", field=field)
+            else:
+                items = ", ".join(_scalar(v, field) for v in value)
+                lines.append("%s%s: [ %s ]" % (pad, key, items) if items else "%s%s: [ ]" % (pad, key))
+        else:
+            lines.append("%s%s: %s" % (pad, key, _scalar(value, field)))
+
+
+def render(config, header=None):
+    """Protobuf text for ``config`` (a dict). ``header`` lines become ``#`` comments on top."""
+    if not isinstance(config, dict):
+        raise PbtxtError("a model config must be a dict, got %s" % type(config).__name__)
+    lines = []
+    for line in (header or "").splitlines():
+        lines.append(("# " + line).rstrip())
+    _render_fields(config, 0, "", lines)
+    return "\n".join(lines) + "\n"
+
+
+_UNKNOWN_FIELD = re.compile(r'has no field named "([^"]+)"')
+_UNKNOWN_ENUM = re.compile(r"has no value named (\w+)")
+_LOCATION = re.compile(r"^(\d+):(\d+) : (.*)$", re.S)
+
+
+def parse(text, model=None):
+    """Parse ``text`` into ``tritonclient.grpc.model_config_pb2.ModelConfig``; errors name the field."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    msg = model_config_pb2.ModelConfig()
+    try:
+        text_format.Parse(text, msg)
+    except text_format.ParseError as exc:
+        detail = str(exc)
+        line = exc.GetLine() if hasattr(exc, "GetLine") else None
+        m = _LOCATION.match(detail)
+        if m:
+            line = int(m.group(1))
+            detail = m.group(3)
+        field = None
+        fm = _UNKNOWN_FIELD.search(detail)
+        if fm:
+            field = fm.group(1)
+        elif line:
+            src = text.splitlines()[line - 1] if line - 1 < len(text.splitlines()) else ""
+            token = re.match(r"\s*([A-Za-z_][A-Za-z0-9_]*)", src)
+            field = token.group(1) if token else None
+        detail = detail.rstrip(".")
+        if _UNKNOWN_ENUM.search(detail):
+            detail += " (enum values are bare identifiers such as TYPE_INT32 or KIND_GPU)"
+        raise PbtxtError(
+            "does not parse as Triton's ModelConfig: %s. Fix or remove this field." % detail,
+            field=field,
+            model=model,
+            line=line,
+        ) from None
+    return msg
+
+
+# Parameters a TensorRT-LLM engine needs; a model that carries any of them is an LLM engine.
+_LLM_ENGINE_PARAMETERS = {"plan", "engine_dir", "gpt_model_path", "gpt_model_type", "batching_strategy"}
+# The TensorRT backend accepts exactly one model parameter (tensorrt_backend README).
+_TENSORRT_PLAN_PARAMETERS = {"execution_context_allocation_strategy"}
+_KNOWN_BACKENDS = {"tensorrtllm", "python", "onnxruntime", "tensorrt", "pytorch", "openvino", "fil", "vllm"}
+
+
+def validate(text, model=None, expect_name=None):
+    """Parse ``text`` and apply Triton's semantic rules; returns the ``ModelConfig`` message."""
+    msg = parse(text, model=model)
+    name = msg.name or model
+    if expect_name is not None and msg.name and msg.name != expect_name:
+        raise PbtxtError(
+            "name %r does not match its directory %r: Triton refuses to load it. Use name: %r."
+            % (msg.name, expect_name, expect_name),
+            field="name",
+            model=name,
+        )
+    if not msg.backend and not msg.platform:
+        raise PbtxtError(
+            "neither backend nor platform is set: set backend (e.g. \"python\", \"tensorrtllm\") "
+            "or platform: \"ensemble\"",
+            field="backend",
+            model=name,
+        )
+    if msg.backend and msg.backend not in _KNOWN_BACKENDS:
+        raise PbtxtError(
+            "unknown backend %r: expected one of %s" % (msg.backend, ", ".join(sorted(_KNOWN_BACKENDS))),
+            field="backend",
+            model=name,
+        )
+    params = set(msg.parameters.keys())
+    if msg.platform in ("tensorrt_plan", "tensorrt") or msg.backend == "tensorrt":
+        engine = sorted(params & _LLM_ENGINE_PARAMETERS)
+        if engine:
+            raise PbtxtError(
+                "platform %r cannot load a TensorRT-LLM engine (parameter %r): a TRT-LLM engine needs "
+                "the TRT-LLM plugins and executor. Use backend: \"tensorrtllm\" with the "
+                "inflight_batcher_llm layout (runtime trtllm-engine)." % (msg.platform or msg.backend, engine[0]),
+                field="platform",
+                model=name,
+            )
+        unknown = sorted(params - _TENSORRT_PLAN_PARAMETERS)
+        if unknown:
+            raise PbtxtError(
+                "the TensorRT backend accepts only the parameter execution_context_allocation_strategy, "
+                "not %r" % unknown[0],
+                field="parameters",
+                model=name,
+            )
+    if msg.platform == "pytorch_libtorch" or msg.backend == "pytorch":
+        raise PbtxtError(
+            "pytorch_libtorch serves one TorchScript forward pass (no KV cache, no generation loop): "
+            "use runtime transformers (backend: \"python\") or a TensorRT-LLM runtime",
+            field="platform" if msg.platform else "backend",
+            model=name,
+        )
+    if msg.platform == "ensemble" and not msg.ensemble_scheduling.step:
+        raise PbtxtError("an ensemble needs ensemble_scheduling steps", field="ensemble_scheduling", model=name)
+    seen = set()
+    for tensor in list(msg.input) + list(msg.output):
+        if not tensor.name:
+            raise PbtxtError("a tensor has no name", field="input/output", model=name)
+        if not tensor.dims and msg.platform != "ensemble":
+            raise PbtxtError("tensor %r has no dims" % tensor.name, field="dims", model=name)
+    for tensor in msg.input:
+        if tensor.name in seen:
+            raise PbtxtError("input %r is declared twice" % tensor.name, field="input", model=name)
+        seen.add(tensor.name)
+    if msg.max_batch_size < 0:
+        raise PbtxtError("max_batch_size must be >= 0", field="max_batch_size", model=name)
+    return msg
+
+
+def render_validated(config, header=None, expect_name=None):
+    """Render ``config`` and validate it; returns the text or raises :class:`PbtxtError`."""
+    text = render(config, header=header)
+    validate(text, model=config.get("name") or expect_name, expect_name=expect_name)
+    return text
