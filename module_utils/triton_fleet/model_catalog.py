@@ -1,0 +1,188 @@
+"""Model catalog: architecture facts of decoder-only LLMs, built in or read from a local HF config.json.
+
+Built-in Qwen3 dense facts are those of the models' Hugging Face config.json, as collected in
+/work/shared/reference/trtllm-triton.md §10 (e.g. https://huggingface.co/Qwen/Qwen3-32B/blob/main/config.json).
+Qwen3-1.7B and the two MoE models (30B-A3B, 235B-A22B) are not in that table: their facts are from their
+config.json on the Hugging Face Hub as published with the models (marked "unconfirmed" in reference §10 for
+1.7B); their parameter totals match the model cards (1.7B, 30.5B / 3.3B active, 235B / 22B active).
+
+`qwen3-tiny` is the lab's model: random weights, Qwen3 architecture, made by the lab image build; it has no
+built-in facts and is always read from its local config.json.
+"""
+
+import json
+import os
+
+# Facts shared by all Qwen3 models (reference §10): rope_theta 1e6, no attention bias, QK-norm,
+# native context 32,768, max_position_embeddings 40,960, YaRN x4 -> 131,072.
+_QWEN3 = {
+    "model_type": "qwen3", "architecture": "Qwen3ForCausalLM", "vocab_size": 151936, "head_dim": 128,
+    "max_position_embeddings": 40960, "original_max_position_embeddings": 32768, "qk_norm": True,
+    "qkv_bias": False, "rope_scaling": None, "moe": None, "torch_dtype": "bfloat16",
+}
+
+_BUILTIN = {
+    #             layers hidden heads kv  intermediate tied
+    "qwen3-0.6b": (28, 1024, 16, 8, 3072, True),
+    "qwen3-1.7b": (28, 2048, 16, 8, 6144, True),   # not in reference §10 (unconfirmed there)
+    "qwen3-4b": (36, 2560, 32, 8, 9728, True),
+    "qwen3-8b": (36, 4096, 32, 8, 12288, False),
+    "qwen3-14b": (40, 5120, 40, 8, 17408, False),
+    "qwen3-32b": (64, 5120, 64, 8, 25600, False),
+}
+
+_HF_IDS = {
+    "qwen3-0.6b": "Qwen/Qwen3-0.6B", "qwen3-1.7b": "Qwen/Qwen3-1.7B", "qwen3-4b": "Qwen/Qwen3-4B",
+    "qwen3-8b": "Qwen/Qwen3-8B", "qwen3-14b": "Qwen/Qwen3-14B", "qwen3-32b": "Qwen/Qwen3-32B",
+    "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B", "qwen3-235b-a22b": "Qwen/Qwen3-235B-A22B",
+}
+
+MODELS = {}
+for _key, (_l, _h, _q, _kv, _i, _tied) in _BUILTIN.items():
+    MODELS[_key] = dict(_QWEN3, key=_key, hf_id=_HF_IDS[_key], num_layers=_l, hidden_size=_h,
+                        num_attention_heads=_q, num_kv_heads=_kv, intermediate_size=_i,
+                        tie_word_embeddings=_tied)
+# MoE (config.json of Qwen/Qwen3-30B-A3B and Qwen/Qwen3-235B-A22B; every layer sparse).
+MODELS["qwen3-30b-a3b"] = dict(
+    _QWEN3, key="qwen3-30b-a3b", hf_id=_HF_IDS["qwen3-30b-a3b"], model_type="qwen3_moe",
+    architecture="Qwen3MoeForCausalLM", num_layers=48, hidden_size=2048, num_attention_heads=32,
+    num_kv_heads=4, intermediate_size=6144, tie_word_embeddings=False,
+    moe={"num_experts": 128, "experts_per_token": 8, "expert_intermediate_size": 768})
+MODELS["qwen3-235b-a22b"] = dict(
+    _QWEN3, key="qwen3-235b-a22b", hf_id=_HF_IDS["qwen3-235b-a22b"], model_type="qwen3_moe",
+    architecture="Qwen3MoeForCausalLM", num_layers=94, hidden_size=4096, num_attention_heads=64,
+    num_kv_heads=4, intermediate_size=12288, tie_word_embeddings=False,
+    moe={"num_experts": 128, "experts_per_token": 8, "expert_intermediate_size": 1536})
+
+# Models known by name whose facts come only from a local config.json.
+CONFIG_ONLY = {
+    "qwen3-tiny": "the lab's random-weight Qwen3 model; its config.json is made by the lab image build "
+                  "(tools/images). Give its path: triton_fleet_model_config / tools/plan --model-config PATH",
+}
+
+# model_type -> (qkv bias default, QK-norm, MoE key names)
+SUPPORTED_TYPES = {
+    "qwen2": {"qkv_bias": True, "qk_norm": False},
+    "qwen3": {"qkv_bias": False, "qk_norm": True},
+    "qwen3_moe": {"qkv_bias": False, "qk_norm": True},
+    "llama": {"qkv_bias": False, "qk_norm": False},
+    "mistral": {"qkv_bias": False, "qk_norm": False},
+    "mixtral": {"qkv_bias": False, "qk_norm": False},
+}
+
+
+class ModelError(ValueError):
+    pass
+
+
+def known_keys():
+    return sorted(MODELS) + sorted(CONFIG_ONLY)
+
+
+def get(key):
+    """Built-in facts of a model key. Raises ModelError naming the known keys."""
+    k = str(key).strip().lower()
+    if k in MODELS:
+        return dict(MODELS[k])
+    if k in CONFIG_ONLY:
+        raise ModelError(f"model {key!r} is read from its local config.json ({CONFIG_ONLY[k]})")
+    raise ModelError(
+        "unknown model {!r}; built-in models: {}. For another decoder-only Hugging Face model "
+        "(Qwen2/2.5/3, Llama, Mistral) give its local config.json: triton_fleet_model_config "
+        "(tools/plan --model-config PATH).".format(key, ", ".join(sorted(MODELS)))
+    )
+
+
+def load_config(path):
+    """The dict of a local config.json (a file, or a checkpoint directory holding one)."""
+    p = os.path.expanduser(str(path))
+    if os.path.isdir(p):
+        p = os.path.join(p, "config.json")
+    if not os.path.isfile(p):
+        raise ModelError(f"model config {p} does not exist; give the path of the checkpoint's config.json")
+    try:
+        with open(p, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"model config {p} is not readable JSON ({exc}); give the checkpoint's config.json") from None
+
+
+def from_hf_config(cfg, key=None, hf_id=None):
+    """Architecture facts from a Hugging Face config.json dict."""
+    if not isinstance(cfg, dict):
+        raise ModelError("a model config must be a JSON object (the checkpoint's config.json)")
+    mtype = cfg.get("model_type")
+    if mtype not in SUPPORTED_TYPES:
+        raise ModelError(
+            "model_type {!r} is not supported by the planner (supported decoder-only types: {})".format(mtype, ", ".join(sorted(SUPPORTED_TYPES))))
+    missing = [f for f in ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size",
+                           "max_position_embeddings") if f not in cfg]
+    if "intermediate_size" not in cfg and "moe_intermediate_size" not in cfg:
+        missing.append("intermediate_size")
+    if missing:
+        raise ModelError("model config lacks {}; is it a decoder-only causal LM config.json?".format(", ".join(missing)))
+    kind = SUPPORTED_TYPES[mtype]
+    heads = int(cfg["num_attention_heads"])
+    hidden = int(cfg["hidden_size"])
+    head_dim = cfg.get("head_dim") or hidden // heads
+    arch = (cfg.get("architectures") or [None])[0]
+    moe = None
+    if mtype == "qwen3_moe":
+        moe = {"num_experts": int(cfg["num_experts"]), "experts_per_token": int(cfg["num_experts_per_tok"]),
+               "expert_intermediate_size": int(cfg["moe_intermediate_size"])}
+    elif mtype == "mixtral":
+        moe = {"num_experts": int(cfg["num_local_experts"]), "experts_per_token": int(cfg["num_experts_per_tok"]),
+               "expert_intermediate_size": int(cfg["intermediate_size"])}
+    rope = cfg.get("rope_scaling")
+    orig = (rope or {}).get("original_max_position_embeddings") if isinstance(rope, dict) else None
+    if mtype in ("qwen3", "qwen3_moe") and not orig:
+        orig = min(32768, int(cfg["max_position_embeddings"]))
+    qkv_bias = bool(cfg.get("attention_bias", kind["qkv_bias"])) if mtype != "qwen2" else True
+    tied_default = False
+    facts = {
+        "key": (key or cfg.get("_name_or_path") or mtype).lower(),
+        "hf_id": hf_id,
+        "model_type": mtype,
+        "architecture": arch or {"qwen3": "Qwen3ForCausalLM", "qwen2": "Qwen2ForCausalLM",
+                                 "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
+                                 "qwen3_moe": "Qwen3MoeForCausalLM", "mixtral": "MixtralForCausalLM"}[mtype],
+        "num_layers": int(cfg["num_hidden_layers"]),
+        "hidden_size": hidden,
+        "num_attention_heads": heads,
+        "num_kv_heads": int(cfg.get("num_key_value_heads") or heads),
+        "head_dim": int(head_dim),
+        "intermediate_size": int(cfg.get("intermediate_size") or 0),
+        "vocab_size": int(cfg["vocab_size"]),
+        "max_position_embeddings": int(cfg["max_position_embeddings"]),
+        "original_max_position_embeddings": int(orig) if orig else None,
+        "tie_word_embeddings": bool(cfg.get("tie_word_embeddings", tied_default)),
+        "qk_norm": kind["qk_norm"],
+        "qkv_bias": qkv_bias,
+        "rope_scaling": rope if isinstance(rope, dict) else None,
+        "moe": moe,
+        "torch_dtype": cfg.get("torch_dtype") or cfg.get("dtype"),
+    }
+    return facts
+
+
+def resolve(key, config_path=None, hf_id=None):
+    """Facts for `key`: from `config_path` when given (local config.json wins), else built in."""
+    if config_path:
+        cfg = load_config(config_path)
+        builtin_hf = MODELS.get(str(key).lower(), {}).get("hf_id") if key else None
+        return from_hf_config(cfg, key=key or None, hf_id=hf_id or builtin_hf)
+    facts = get(key)
+    if hf_id:
+        facts["hf_id"] = hf_id
+    return facts
+
+
+def max_context(facts, yarn_factor=None):
+    """Longest sequence the model serves: max_position_embeddings, or YaRN factor x native length."""
+    native = facts.get("original_max_position_embeddings") or facts["max_position_embeddings"]
+    rope = facts.get("rope_scaling") or {}
+    if yarn_factor:
+        return int(native * float(yarn_factor))
+    if rope.get("rope_type", rope.get("type")) == "yarn" and rope.get("factor"):
+        return int(native * float(rope["factor"]))
+    return facts["max_position_embeddings"]
