@@ -36,7 +36,7 @@ class ProfileError(ValueError):
 
     def __init__(self, field, message):
         self.field = field
-        super().__init__("profile field %s: %s" % (field, message))
+        super().__init__(f"profile field {field}: {message}")
 
 
 class Repository(dict):
@@ -96,7 +96,9 @@ def _get(profile, dotted):
     node = profile
     for part in dotted.split("."):
         if not isinstance(node, dict) or part not in node:
-            raise ProfileError(dotted, "is missing; the profile must follow docs/profile.md (re-run the preflight play)")
+            raise ProfileError(
+                dotted, "is missing; the profile must follow docs/profile.md (re-run the preflight play)"
+            )
         node = node[part]
     return node
 
@@ -104,53 +106,72 @@ def _get(profile, dotted):
 def check_profile(profile):
     """Raise :class:`ProfileError` naming the first field that is missing or wrong."""
     if not isinstance(profile, dict):
-        raise ProfileError("(profile)", "must be a dict (the JSON of docs/profile.md), got %s" % type(profile).__name__)
+        raise ProfileError("(profile)", f"must be a dict (the JSON of docs/profile.md), got {type(profile).__name__}")
     for dotted, kind in _REQUIRED:
         value = _get(profile, dotted)
         if isinstance(value, bool) and kind is int:
-            raise ProfileError(dotted, "must be an integer, got %r" % value)
+            raise ProfileError(dotted, f"must be an integer, got {value!r}")
         if not isinstance(value, kind):
             names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-            raise ProfileError(dotted, "must be %s, got %r" % (names, value))
+            raise ProfileError(dotted, f"must be {names}, got {value!r}")
     if profile["schema_version"] != 1:
-        raise ProfileError("schema_version", "is %r; this module renders schema_version 1" % profile["schema_version"])
+        raise ProfileError(
+            "schema_version", "is {!r}; this module renders schema_version 1".format(profile["schema_version"])
+        )
     if profile["runtime"] not in RUNTIMES:
-        raise ProfileError("runtime", "is %r; expected one of %s" % (profile["runtime"], ", ".join(RUNTIMES)))
+        raise ProfileError("runtime", "is {!r}; expected one of {}".format(profile["runtime"], ", ".join(RUNTIMES)))
     if profile["device"] not in ("gpu", "cpu"):
-        raise ProfileError("device", "is %r; expected gpu or cpu" % profile["device"])
+        raise ProfileError("device", "is {!r}; expected gpu or cpu".format(profile["device"]))
     if profile["device"] == "cpu" and profile["runtime"] != "transformers":
-        raise ProfileError("runtime", "%s needs a GPU; a cpu profile can only use the transformers runtime" % profile["runtime"])
+        raise ProfileError(
+            "runtime", "{} needs a GPU; a cpu profile can only use the transformers runtime".format(profile["runtime"])
+        )
     served = profile["model"]["served_name"]
-    if not served or not all(c.isalnum() or c in "-_." for c in served) or served in ("preprocessing", "postprocessing", "tensorrt_llm", "tensorrt_llm_bls"):
-        raise ProfileError("model.served_name", "%r is not a usable model name (letters, digits, - _ . ; not a layout model name)" % served)
+    if (
+        not served
+        or not all(c.isalnum() or c in "-_." for c in served)
+        or served in ("preprocessing", "postprocessing", "tensorrt_llm", "tensorrt_llm_bls")
+    ):
+        raise ProfileError(
+            "model.served_name",
+            f"{served!r} is not a usable model name (letters, digits, - _ . ; not a layout model name)",
+        )
     lim = profile["limits"]
     for key in ("max_batch_size", "max_input_len", "max_seq_len", "max_num_tokens", "max_output_len", "max_beam_width"):
         if lim[key] < 1:
-            raise ProfileError("limits." + key, "must be >= 1, got %r" % lim[key])
+            raise ProfileError("limits." + key, f"must be >= 1, got {lim[key]!r}")
     if lim["max_input_len"] >= lim["max_seq_len"]:
-        raise ProfileError("limits.max_input_len", "(%d) must be below limits.max_seq_len (%d)" % (lim["max_input_len"], lim["max_seq_len"]))
+        raise ProfileError(
+            "limits.max_input_len", f"({lim['max_input_len']}) must be below limits.max_seq_len ({lim['max_seq_len']})"
+        )
     frac = profile["kv_cache"]["free_gpu_mem_fraction"]
     if not 0 < frac <= 1:
-        raise ProfileError("kv_cache.free_gpu_mem_fraction", "must be in (0, 1], got %r" % frac)
+        raise ProfileError("kv_cache.free_gpu_mem_fraction", f"must be in (0, 1], got {frac!r}")
     if profile["scheduler"]["batch_scheduler_policy"] not in ("guaranteed_no_evict", "max_utilization"):
         raise ProfileError("scheduler.batch_scheduler_policy", "must be guaranteed_no_evict or max_utilization")
     if profile["device"] == "gpu":
         ids = profile["parallel"]["gpu_device_ids"]
         if not ids or not all(isinstance(i, str) and i for i in ids):
-            raise ProfileError("parallel.gpu_device_ids", "needs one non-empty string per replica (e.g. [\"0\"] or [\"0,1\"])")
+            raise ProfileError(
+                "parallel.gpu_device_ids", 'needs one non-empty string per replica (e.g. ["0"] or ["0,1"])'
+            )
         per = profile["parallel"]["tp"] * profile["parallel"]["pp"]
         for i in ids:
             if len(i.split(",")) != per:
-                raise ProfileError("parallel.gpu_device_ids", "entry %r has %d GPUs but tp x pp = %d" % (i, len(i.split(",")), per))
+                raise ProfileError(
+                    "parallel.gpu_device_ids", f"entry {i!r} has {len(i.split(','))} GPUs but tp x pp = {per}"
+                )
     if profile["runtime"] == "trtllm-engine" and not (profile.get("image") or {}).get("trtllm"):
-        raise ProfileError("image.trtllm", "trtllm-engine needs an image with TensorRT-LLM <= 1.2.x (image.trtllm is empty)")
+        raise ProfileError(
+            "image.trtllm", "trtllm-engine needs an image with TensorRT-LLM <= 1.2.x (image.trtllm is empty)"
+        )
 
 
 # --------------------------------------------------------------------------------------------
 # small helpers
 
 
-def _tensor(name, dtype, dims, optional=False, reshape_scalar=False, ragged=False):
+def _tensor(name, dtype, dims, optional=False, reshape_scalar=False, ragged=False):  # noqa: PLR0917
     t = {"name": name, "data_type": Enum(dtype), "dims": list(dims)}
     if reshape_scalar:
         t["reshape"] = {"shape": []}
@@ -166,7 +187,9 @@ def _bool(value):
 
 
 def _dtype_enum(profile):
-    return {"bfloat16": "TYPE_BF16", "float16": "TYPE_FP16", "float32": "TYPE_FP32"}.get(profile["precision"]["dtype"], "TYPE_FP32")
+    return {"bfloat16": "TYPE_BF16", "float16": "TYPE_FP16", "float32": "TYPE_FP32"}.get(
+        profile["precision"]["dtype"], "TYPE_FP32"
+    )
 
 
 def _header(profile):
@@ -199,14 +222,14 @@ def to_yaml(data, indent=0):
     for key, value in data.items():
         if isinstance(value, dict):
             if value:
-                lines.append("%s%s:" % (pad, key))
+                lines.append(f"{pad}{key}:")
                 lines.append(to_yaml(value, indent + 1).rstrip("\n"))
             else:
-                lines.append("%s%s: {}" % (pad, key))
+                lines.append(f"{pad}{key}: {{}}")
         elif isinstance(value, (list, tuple)):
-            lines.append("%s%s: [%s]" % (pad, key, ", ".join(_yaml_scalar(v) for v in value)))
+            lines.append("{}{}: [{}]".format(pad, key, ", ".join(_yaml_scalar(v) for v in value)))
         else:
-            lines.append("%s%s: %s" % (pad, key, _yaml_scalar(value)))
+            lines.append(f"{pad}{key}: {_yaml_scalar(value)}")
     return "\n".join(lines) + "\n"
 
 
@@ -453,7 +476,12 @@ def _ensemble_config(profile, opts):
         "output": [_tensor("text_output", "TYPE_STRING", [-1])],
         "ensemble_scheduling": {
             "step": [
-                {"model_name": "preprocessing", "model_version": -1, "input_map": kv(pre_in), "output_map": kv(pre_out)},
+                {
+                    "model_name": "preprocessing",
+                    "model_version": -1,
+                    "input_map": kv(pre_in),
+                    "output_map": kv(pre_out),
+                },
                 {"model_name": "tensorrt_llm", "model_version": -1, "input_map": kv(llm_in), "output_map": kv(llm_out)},
                 {
                     "model_name": "postprocessing",
@@ -488,17 +516,21 @@ def _render_trtllm_engine(profile, opts):
     served = profile["model"]["served_name"]
     header = _header(profile)
     files = {
-        "%s/config.pbtxt" % served: render_validated(_ensemble_config(profile, opts), header, expect_name=served),
-        "%s/1/.keep" % served: "",
+        f"{served}/config.pbtxt": render_validated(_ensemble_config(profile, opts), header, expect_name=served),
+        f"{served}/1/.keep": "",
         "tensorrt_llm/config.pbtxt": render_validated(_tensorrt_llm_config(profile, opts), header, "tensorrt_llm"),
         "tensorrt_llm/1/.keep": "",
         "preprocessing/config.pbtxt": render_validated(_preprocessing_config(profile, opts), header, "preprocessing"),
-        "postprocessing/config.pbtxt": render_validated(_postprocessing_config(profile, opts), header, "postprocessing"),
+        "postprocessing/config.pbtxt": render_validated(
+            _postprocessing_config(profile, opts), header, "postprocessing"
+        ),
     }
     load = [served]
     needed = ["preprocessing/1/model.py", "postprocessing/1/model.py"]
     if opts["bls"]:
-        files["tensorrt_llm_bls/config.pbtxt"] = render_validated(_bls_config(profile, opts), header, "tensorrt_llm_bls")
+        files["tensorrt_llm_bls/config.pbtxt"] = render_validated(
+            _bls_config(profile, opts), header, "tensorrt_llm_bls"
+        )
         needed.append("tensorrt_llm_bls/1/model.py")
         load.append("tensorrt_llm_bls")
     return files, load, needed
@@ -573,10 +605,10 @@ def _llmapi_config(profile, opts):
 def _render_llmapi(profile, opts):
     served = profile["model"]["served_name"]
     files = {
-        "%s/config.pbtxt" % served: render_validated(_llmapi_config(profile, opts), _header(profile), served),
-        "%s/1/model.yaml" % served: _llmapi_model_yaml(profile, opts),
+        f"{served}/config.pbtxt": render_validated(_llmapi_config(profile, opts), _header(profile), served),
+        f"{served}/1/model.yaml": _llmapi_model_yaml(profile, opts),
     }
-    return files, [served], ["%s/1/model.py" % served]
+    return files, [served], [f"{served}/1/model.py"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -631,8 +663,8 @@ def _transformers_config(profile, opts):
 
 def _render_transformers(profile, opts):
     served = profile["model"]["served_name"]
-    files = {"%s/config.pbtxt" % served: render_validated(_transformers_config(profile, opts), _header(profile), served)}
-    return files, [served], ["%s/1/model.py" % served]
+    files = {f"{served}/config.pbtxt": render_validated(_transformers_config(profile, opts), _header(profile), served)}
+    return files, [served], [f"{served}/1/model.py"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -669,39 +701,44 @@ def render_repository(profile, options=None, runtime=None):
     check_profile(profile)
     if runtime is not None:
         if runtime not in RUNTIMES:
-            raise ProfileError("runtime", "override %r is not one of %s" % (runtime, ", ".join(RUNTIMES)))
+            raise ProfileError("runtime", "override {!r} is not one of {}".format(runtime, ", ".join(RUNTIMES)))
         profile = dict(profile, runtime=runtime)
         check_profile(profile)
     opts = default_options(profile)
     unknown = sorted(set(options or {}) - set(opts))
     if unknown:
-        raise ProfileError("(options)", "unknown option(s) %s; known: %s" % (", ".join(unknown), ", ".join(sorted(opts))))
+        raise ProfileError(
+            "(options)", "unknown option(s) {}; known: {}".format(", ".join(unknown), ", ".join(sorted(opts)))
+        )
     opts.update({k: v for k, v in (options or {}).items() if v is not None})
     if not opts["tokenizer_dir"]:
         opts["tokenizer_dir"] = opts["checkpoint_dir"]
     for key in ("preprocessing_instance_count", "postprocessing_instance_count", "bls_instance_count"):
         if not isinstance(opts[key], int) or isinstance(opts[key], bool) or opts[key] < 1:
-            raise ProfileError("(options)." + key, "must be an integer >= 1, got %r" % (opts[key],))
+            raise ProfileError("(options)." + key, f"must be an integer >= 1, got {opts[key]!r}")
 
     files, load, needed = _RENDERERS[profile["runtime"]](profile, opts)
     served = profile["model"]["served_name"]
-    for rel, text in sorted((opts["model_files"] or {}).items()):
-        rel = rel.lstrip("/")
+    for given, text in sorted((opts["model_files"] or {}).items()):
+        rel = given.lstrip("/")
         if ".." in rel.split("/"):
-            raise ProfileError("(options).model_files", "path %r leaves the repository" % rel)
+            raise ProfileError("(options).model_files", f"path {rel!r} leaves the repository")
         if rel.split("/")[0] == "1":
-            path = "%s/%s" % (served, rel)
+            path = f"{served}/{rel}"
         else:
             path = rel
         if path.endswith("config.pbtxt"):
-            raise ProfileError("(options).model_files", "%s is rendered from the profile and cannot be given as a file" % path)
+            raise ProfileError(
+                "(options).model_files", f"{path} is rendered from the profile and cannot be given as a file"
+            )
         files[path] = text
     missing = [p for p in needed if p not in files]
     if missing:
         raise ProfileError(
             "runtime",
-            "%s needs %s in model_files (the python model code for this runtime); pass them in"
-            % (profile["runtime"], ", ".join(missing)),
+            "{} needs {} in model_files (the python model code for this runtime); pass them in".format(
+                profile["runtime"], ", ".join(missing)
+            ),
         )
     return Repository(files, served, load, profile["runtime"])
 

@@ -20,6 +20,7 @@ mistakes that were made in this project's seeds). Every failure is a :class:`Pbt
 names the offending field.
 """
 
+import math
 import re
 
 __all__ = ["Enum", "PbtxtError", "render", "validate", "render_validated", "parse"]
@@ -31,7 +32,7 @@ class Enum(str):
     __slots__ = ()
 
     def __repr__(self):
-        return "Enum(%s)" % str.__repr__(self)
+        return f"Enum({str.__repr__(self)})"
 
 
 class PbtxtError(ValueError):
@@ -43,11 +44,11 @@ class PbtxtError(ValueError):
         self.line = line
         where = []
         if model:
-            where.append("model %r" % model)
+            where.append(f"model {model!r}")
         if field:
-            where.append("field %r" % field)
+            where.append(f"field {field!r}")
         if line:
-            where.append("line %d" % line)
+            where.append(f"line {line}")
         prefix = ("config.pbtxt of " + ", ".join(where) + ": ") if where else "config.pbtxt: "
         super().__init__(prefix + message)
 
@@ -70,7 +71,7 @@ def _escape(value):
         elif ch == "\r":
             out.append("\\r")
         elif ord(ch) < 0x20:
-            out.append("\\%03o" % ord(ch))
+            out.append(f"\\{ord(ch):03o}")
         else:
             out.append(ch)
     return '"' + "".join(out) + '"'
@@ -79,19 +80,19 @@ def _escape(value):
 def _scalar(value, path):
     if isinstance(value, Enum):
         if not _IDENT.match(value):
-            raise PbtxtError("enum value %r is not an identifier" % str(value), field=path)
+            raise PbtxtError(f"enum value {str(value)!r} is not an identifier", field=path)
         return str(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            raise PbtxtError("number %r is not finite" % value, field=path)
+        if math.isnan(value) or value in (float("inf"), float("-inf")):
+            raise PbtxtError(f"number {value!r} is not finite", field=path)
         return repr(value)
     if isinstance(value, str):
         return _escape(value)
-    raise PbtxtError("unsupported value type %s (%r)" % (type(value).__name__, value), field=path)
+    raise PbtxtError(f"unsupported value type {type(value).__name__} ({value!r})", field=path)
 
 
 def _parameters_entries(params):
@@ -100,9 +101,8 @@ def _parameters_entries(params):
         return params
     entries = []
     for key, value in params.items():
-        if isinstance(value, bool):
-            value = "true" if value else "false"
-        entries.append({"key": str(key), "value": {"string_value": str(value)}})
+        text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        entries.append({"key": str(key), "value": {"string_value": text}})
     return entries
 
 
@@ -110,42 +110,41 @@ def _render_fields(msg, depth, path, lines):
     pad = _INDENT * depth
     for key, value in msg.items():
         if not _IDENT.match(str(key)):
-            raise PbtxtError("field name %r is not an identifier" % key, field=path + str(key))
+            raise PbtxtError(f"field name {key!r} is not an identifier", field=path + str(key))
         field = path + key
         if value is None:
             continue
         if key == "parameters" and isinstance(value, dict):
-            value = _parameters_entries(value)
-            for entry in value:
-                lines.append("%sparameters {" % pad)
+            for entry in _parameters_entries(value):
+                lines.append(f"{pad}parameters {{")
                 _render_fields(entry, depth + 1, field + ".", lines)
-                lines.append("%s}" % pad)
+                lines.append(f"{pad}}}")
             continue
         if isinstance(value, dict):
-            lines.append("%s%s {" % (pad, key))
+            lines.append(f"{pad}{key} {{")
             _render_fields(value, depth + 1, field + ".", lines)
-            lines.append("%s}" % pad)
+            lines.append(f"{pad}}}")
         elif isinstance(value, (list, tuple)):
             if value and all(isinstance(v, dict) for v in value):
-                lines.append("%s%s [" % (pad, key))
+                lines.append(f"{pad}{key} [")
                 for i, item in enumerate(value):
-                    lines.append("%s%s{" % (pad, _INDENT))
-                    _render_fields(item, depth + 2, "%s[%d]." % (field, i), lines)
-                    lines.append("%s%s}%s" % (pad, _INDENT, "," if i < len(value) - 1 else ""))
-                lines.append("%s]" % pad)
+                    lines.append(f"{pad}{_INDENT}{{")
+                    _render_fields(item, depth + 2, f"{field}[{i}].", lines)
+                    lines.append("{}{}}}{}".format(pad, _INDENT, "," if i < len(value) - 1 else ""))
+                lines.append(f"{pad}]")
             elif any(isinstance(v, dict) for v in value):
                 raise PbtxtError("a repeated field mixes messages and scalars", field=field)
             else:
                 items = ", ".join(_scalar(v, field) for v in value)
-                lines.append("%s%s: [ %s ]" % (pad, key, items) if items else "%s%s: [ ]" % (pad, key))
+                lines.append(f"{pad}{key}: [ {items} ]" if items else f"{pad}{key}: [ ]")
         else:
-            lines.append("%s%s: %s" % (pad, key, _scalar(value, field)))
+            lines.append(f"{pad}{key}: {_scalar(value, field)}")
 
 
 def render(config, header=None):
     """Protobuf text for ``config`` (a dict). ``header`` lines become ``#`` comments on top."""
     if not isinstance(config, dict):
-        raise PbtxtError("a model config must be a dict, got %s" % type(config).__name__)
+        raise PbtxtError(f"a model config must be a dict, got {type(config).__name__}")
     lines = []
     for line in (header or "").splitlines():
         lines.append(("# " + line).rstrip())
@@ -185,7 +184,7 @@ def parse(text, model=None):
         if _UNKNOWN_ENUM.search(detail):
             detail += " (enum values are bare identifiers such as TYPE_INT32 or KIND_GPU)"
         raise PbtxtError(
-            "does not parse as Triton's ModelConfig: %s. Fix or remove this field." % detail,
+            f"does not parse as Triton's ModelConfig: {detail}. Fix or remove this field.",
             field=field,
             model=model,
             line=line,
@@ -206,21 +205,19 @@ def validate(text, model=None, expect_name=None):
     name = msg.name or model
     if expect_name is not None and msg.name and msg.name != expect_name:
         raise PbtxtError(
-            "name %r does not match its directory %r: Triton refuses to load it. Use name: %r."
-            % (msg.name, expect_name, expect_name),
+            f"name {msg.name!r} does not match its directory {expect_name!r}: Triton refuses to load it. Use name: {expect_name!r}.",
             field="name",
             model=name,
         )
     if not msg.backend and not msg.platform:
         raise PbtxtError(
-            "neither backend nor platform is set: set backend (e.g. \"python\", \"tensorrtllm\") "
-            "or platform: \"ensemble\"",
+            'neither backend nor platform is set: set backend (e.g. "python", "tensorrtllm") or platform: "ensemble"',
             field="backend",
             model=name,
         )
     if msg.backend and msg.backend not in _KNOWN_BACKENDS:
         raise PbtxtError(
-            "unknown backend %r: expected one of %s" % (msg.backend, ", ".join(sorted(_KNOWN_BACKENDS))),
+            "unknown backend {!r}: expected one of {}".format(msg.backend, ", ".join(sorted(_KNOWN_BACKENDS))),
             field="backend",
             model=name,
         )
@@ -229,9 +226,9 @@ def validate(text, model=None, expect_name=None):
         engine = sorted(params & _LLM_ENGINE_PARAMETERS)
         if engine:
             raise PbtxtError(
-                "platform %r cannot load a TensorRT-LLM engine (parameter %r): a TRT-LLM engine needs "
-                "the TRT-LLM plugins and executor. Use backend: \"tensorrtllm\" with the "
-                "inflight_batcher_llm layout (runtime trtllm-engine)." % (msg.platform or msg.backend, engine[0]),
+                f"platform {msg.platform or msg.backend!r} cannot load a TensorRT-LLM engine (parameter {engine[0]!r}): a TRT-LLM engine needs "
+                'the TRT-LLM plugins and executor. Use backend: "tensorrtllm" with the '
+                "inflight_batcher_llm layout (runtime trtllm-engine).",
                 field="platform",
                 model=name,
             )
@@ -239,14 +236,14 @@ def validate(text, model=None, expect_name=None):
         if unknown:
             raise PbtxtError(
                 "the TensorRT backend accepts only the parameter execution_context_allocation_strategy, "
-                "not %r" % unknown[0],
+                f"not {unknown[0]!r}",
                 field="parameters",
                 model=name,
             )
     if msg.platform == "pytorch_libtorch" or msg.backend == "pytorch":
         raise PbtxtError(
             "pytorch_libtorch serves one TorchScript forward pass (no KV cache, no generation loop): "
-            "use runtime transformers (backend: \"python\") or a TensorRT-LLM runtime",
+            'use runtime transformers (backend: "python") or a TensorRT-LLM runtime',
             field="platform" if msg.platform else "backend",
             model=name,
         )
@@ -257,10 +254,10 @@ def validate(text, model=None, expect_name=None):
         if not tensor.name:
             raise PbtxtError("a tensor has no name", field="input/output", model=name)
         if not tensor.dims and msg.platform != "ensemble":
-            raise PbtxtError("tensor %r has no dims" % tensor.name, field="dims", model=name)
+            raise PbtxtError(f"tensor {tensor.name!r} has no dims", field="dims", model=name)
     for tensor in msg.input:
         if tensor.name in seen:
-            raise PbtxtError("input %r is declared twice" % tensor.name, field="input", model=name)
+            raise PbtxtError(f"input {tensor.name!r} is declared twice", field="input", model=name)
         seen.add(tensor.name)
     if msg.max_batch_size < 0:
         raise PbtxtError("max_batch_size must be >= 0", field="max_batch_size", model=name)

@@ -197,7 +197,9 @@ def test_model_files_cannot_escape_or_override_configs():
     with pytest.raises(ProfileError):
         render_repository(load("lab-cpu-transformers"), {"model_files": {"../x": ""}})
     with pytest.raises(ProfileError):
-        render_repository(load("lab-cpu-transformers"), {"model_files": {"1/model.py": "", "qwen3-tiny/config.pbtxt": ""}})
+        render_repository(
+            load("lab-cpu-transformers"), {"model_files": {"1/model.py": "", "qwen3-tiny/config.pbtxt": ""}}
+        )
 
 
 def test_unknown_option_refused():
