@@ -90,7 +90,7 @@ def host_gpu_sku(host, hvars, groups, children=None):
         return "cpu"
     group = host_group(host, groups, children)
     if group.startswith("gpu_"):
-        return group[len("gpu_"):]
+        return group[len("gpu_") :]
     return "unknown"
 
 
@@ -182,8 +182,9 @@ def build_targets(groups, hostvars, jobs):
     return result
 
 
-def hostvars_subset(hostvars, hosts, keys=(ADDRESS_VAR, "triton_fleet_device", "triton_fleet_gpu_sku",
-                                          "triton_fleet_profile")):
+def hostvars_subset(
+    hostvars, hosts, keys=(ADDRESS_VAR, "triton_fleet_device", "triton_fleet_gpu_sku", "triton_fleet_profile")
+):
     """Copy only the keys the generator reads (Ansible's HostVars is lazy and large)."""
     out = {}
     for host in hosts:

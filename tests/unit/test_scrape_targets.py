@@ -4,7 +4,6 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-
 from triton_fleet import scrape_targets as st
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,8 +25,11 @@ LAB_GROUPS = {
 }
 LAB_VARS = {
     "gw1": {"triton_fleet_service_address": "10.213.0.10"},
-    "node1": {"triton_fleet_service_address": "10.213.0.11", "triton_fleet_device": "cpu",
-              "triton_fleet_profile": {"device": "cpu", "gpu": {"sku": "cpu"}}},
+    "node1": {
+        "triton_fleet_service_address": "10.213.0.11",
+        "triton_fleet_device": "cpu",
+        "triton_fleet_profile": {"device": "cpu", "gpu": {"sku": "cpu"}},
+    },
     "node2": {"triton_fleet_service_address": "10.213.0.12", "triton_fleet_device": "cpu"},
     "mon1": {"triton_fleet_service_address": "10.213.0.13"},
 }
@@ -43,8 +45,10 @@ PROD_GROUPS = {
 PROD_VARS = {
     "gw-a": {"triton_fleet_service_address": "192.0.2.10"},
     "a10-1": {"triton_fleet_service_address": "192.0.2.21"},
-    "a100-1": {"triton_fleet_service_address": "192.0.2.31",
-               "triton_fleet_profile": {"device": "gpu", "gpu": {"sku": "a100-80gb-sxm"}}},
+    "a100-1": {
+        "triton_fleet_service_address": "192.0.2.31",
+        "triton_fleet_profile": {"device": "gpu", "gpu": {"sku": "a100-80gb-sxm"}},
+    },
     "a100-2": {"triton_fleet_service_address": "2001:db8::32", "triton_fleet_gpu_sku": "a100-40gb-pcie"},
     "prom": {"triton_fleet_service_address": "192.0.2.40"},
 }
@@ -59,8 +63,10 @@ def test_lab_targets_labels_and_no_dcgm_on_cpu_hosts():
     assert set(out) == {"triton", "dcgm", "node", "nginx"}
     assert out["dcgm"] == []  # no GPU anywhere in the lab
     triton = _by_host(out["triton"])
-    assert triton["node1"] == {"targets": ["10.213.0.11:8002"],
-                               "labels": {"host": "node1", "group": "lab_cpu", "gpu_sku": "cpu"}}
+    assert triton["node1"] == {
+        "targets": ["10.213.0.11:8002"],
+        "labels": {"host": "node1", "group": "lab_cpu", "gpu_sku": "cpu"},
+    }
     assert triton["node2"]["labels"]["gpu_sku"] == "cpu"  # from triton_fleet_device, no profile
     node = _by_host(out["node"])
     assert sorted(node) == ["gw1", "mon1", "node1", "node2"]
@@ -109,9 +115,11 @@ def test_bad_addresses_are_refused(hostvars, message):
 
 def test_bad_device_is_refused():
     with pytest.raises(st.ScrapeTargetError, match="must be 'gpu' or 'cpu'"):
-        st.build_targets({"all": ["n"], "gpu_nodes": ["n"]},
-                         {"n": {"triton_fleet_service_address": "10.0.0.1", "triton_fleet_device": "tpu"}},
-                         [{"job": "dcgm", "group": "gpu_nodes", "port": 9400, "gpu_only": True}])
+        st.build_targets(
+            {"all": ["n"], "gpu_nodes": ["n"]},
+            {"n": {"triton_fleet_service_address": "10.0.0.1", "triton_fleet_device": "tpu"}},
+            [{"job": "dcgm", "group": "gpu_nodes", "port": 9400, "gpu_only": True}],
+        )
 
 
 @pytest.mark.parametrize(
@@ -131,9 +139,11 @@ def test_bad_jobs_are_refused(jobs, message):
 
 
 def test_hostname_address_is_accepted():
-    out = st.build_targets({"all": ["gw1"], "gateways": ["gw1"]},
-                           {"gw1": {"triton_fleet_service_address": "gw1.example.internal"}},
-                           [{"job": "nginx", "group": "gateways", "port": 9113}])
+    out = st.build_targets(
+        {"all": ["gw1"], "gateways": ["gw1"]},
+        {"gw1": {"triton_fleet_service_address": "gw1.example.internal"}},
+        [{"job": "nginx", "group": "gateways", "port": 9113}],
+    )
     assert out["nginx"][0]["targets"] == ["gw1.example.internal:9113"]
 
 
