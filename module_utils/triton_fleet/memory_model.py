@@ -16,7 +16,7 @@ Formulas (docs/planner.md explains each):
 - KV cache per token: 2 (K and V) * layers * KV heads * head_dim * bytes of the KV dtype.
 - runtime reserve: CUDA context and libraries (per runtime), NCCL buffers when TP > 1, activations of one
   forward over `max_num_tokens` tokens ((3*I/TP + 4*H) * activation bytes per token, matching the transient
-  peak measured on the H200 within 1 %) and fp32 logits for `max_batch_size` rows.
+  peak measured on the H200 within 3 %) and fp32 logits for `max_batch_size` rows.
 - decode roofline at batch 1: memory bandwidth / bytes read per generated token (weights of one GPU, active
   experts only for MoE, plus the KV cache of the sequence), times an efficiency factor per runtime.
 """

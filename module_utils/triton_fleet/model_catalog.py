@@ -56,8 +56,8 @@ MODELS["qwen3-235b-a22b"] = dict(
 
 # Models known by name whose facts come only from a local config.json.
 CONFIG_ONLY = {
-    "qwen3-tiny": "the lab's random-weight Qwen3 model; its config.json is made by the lab image build "
-                  "(tools/images). Give its path: triton_fleet_model_config / tools/plan --model-config PATH",
+    "qwen3-tiny": "the lab's random-weight Qwen3 model; its config.json is made by tools/build-lab-image "
+                  "(.cache/models/qwen3-tiny/config.json). Give its path: triton_fleet_model_config / tools/plan --model-config PATH",
 }
 
 # model_type -> (qkv bias default, QK-norm, MoE key names)

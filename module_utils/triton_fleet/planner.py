@@ -67,7 +67,7 @@ def gpu_from_facts(facts):
         return {"gpu_count": 0}
     first = gpus[0]
     return {
-        "gpu_sku": first.get("sku"), "gpu_count": count, "gpu_name": first.get("name"),
+        "gpu_sku": first.get("sku") or first.get("name"), "gpu_count": count, "gpu_name": first.get("name"),
         "gpu_memory_bytes": first.get("memory_bytes"),
         "gpu_compute_capability": first.get("compute_capability"),
         "nvlink": bool(facts.get("nvlink")) or bool(facts.get("nvswitch")),
@@ -652,3 +652,89 @@ def format_failure(err):
         lines.append("considered:")
         lines += ["  - {}: {}".format(a["name"], a["rejected_because"]) for a in err.alternatives]
     return lines
+
+
+# ------------------------------------------------------------------------------------------ the fleet
+
+NOT_GPU_GROUPS = {"all", "ungrouped", "gpu_nodes", "gateways", "monitoring", "engine_builders"}
+REQUEST_KEYS = ("model", "model_config", "model_revision", "hf_id", "served_name", "context_length", "concurrency",
+                "max_output_len", "max_num_tokens", "runtime", "precision", "kv_cache_dtype", "tp", "image",
+                "trtllm_version", "yarn_factor", "kv_cache_free_gpu_mem_fraction", "device")
+
+
+def host_group(host, info, groups, parent="gpu_nodes"):
+    """The child group of `parent` that gives `host` its profile (explicit `gpu_group` wins)."""
+    explicit = (info.get("request") or {}).get("gpu_group") or info.get("gpu_group")
+    if explicit:
+        return explicit
+    members = set(groups.get(parent) or [])
+    cands = sorted(g for g in info.get("group_names") or [] if g not in NOT_GPU_GROUPS and g != parent
+                   and set(groups.get(g) or []) <= members)
+    if len(cands) > 1:
+        raise PlanError(f"{host} is in several child groups of {parent} ({', '.join(cands)}); a host gets one "
+                        f"profile: keep it in one GPU group or set triton_fleet_gpu_group for it")
+    return cands[0] if cands else parent
+
+
+def _hardware(info):
+    req = info.get("request") or {}
+    if (req.get("device") or "gpu") == "cpu":
+        return ("cpu", 0)
+    facts = info.get("gpu_facts") or {}
+    g = gpu_from_facts(facts)
+    return (g.get("gpu_sku") or (facts.get("gpus") or [{}])[0].get("name"), g.get("gpu_count", 0))
+
+
+def _describe_hw(hw):
+    return "a CPU host" if hw[0] == "cpu" else f"{hw[1]}x {hw[0]}"
+
+
+def plan_fleet(hosts, groups, parent="gpu_nodes"):
+    """Profiles for every GPU group of the fleet: ({group: profile}, {host: group}, [errors]).
+
+    hosts: {name: {"group_names": [...], "gpu_facts": triton_fleet_gpus dict, "host_memory_bytes": int,
+    "request": {model, context_length, ...}}}. A group whose hosts differ in GPU SKU / count or in the
+    request is an error naming the host that differs; every group is planned before any error is returned.
+    """
+    by_group, host_groups, errors = {}, {}, []
+    for host in sorted(hosts):
+        try:
+            grp = host_group(host, hosts[host], groups, parent)
+        except PlanError as exc:
+            errors.append(str(exc))
+            continue
+        host_groups[host] = grp
+        by_group.setdefault(grp, []).append(host)
+    profiles = {}
+    for grp, members in sorted(by_group.items()):
+        sigs = {h: (_hardware(hosts[h]), tuple((k, str((hosts[h].get("request") or {}).get(k))) for k in REQUEST_KEYS))
+                for h in members}
+        counts = {}
+        for s in sigs.values():
+            counts[s] = counts.get(s, 0) + 1
+        major = max(counts, key=lambda s: (counts[s], -min(members.index(h) for h in members if sigs[h] == s)))
+        odd = [h for h in members if sigs[h] != major]
+        if odd:
+            same = [h for h in members if sigs[h] == major]
+            for h in odd:
+                if sigs[h][0] != major[0]:
+                    what = f"{_describe_hw(sigs[h][0])} where {', '.join(same)} {'has' if len(same) == 1 else 'have'} " \
+                           f"{_describe_hw(major[0])}"
+                else:
+                    diff = [k for (k, v), (_, w) in zip(sigs[h][1], major[1], strict=True) if v != w]
+                    what = f"different planning variables ({', '.join(diff)}) from {', '.join(same)}"
+                errors.append(f"group {grp} is not homogeneous: {h} has {what}. A GPU group gets one profile: move "
+                              f"{h} to its own child group of {parent} (or fix its variables)")
+            continue
+        first = hosts[members[0]]
+        req = dict(first.get("request") or {})
+        req["group"] = grp
+        if (req.get("device") or "gpu") == "cpu":
+            req.setdefault("host_memory_bytes", first.get("host_memory_bytes"))
+        else:
+            req.update(gpu_from_facts(first.get("gpu_facts") or {}))
+        try:
+            profiles[grp] = plan(req)
+        except PlanError as exc:
+            errors.append(f"group {grp} ({', '.join(members)}): {exc}")
+    return profiles, host_groups, errors

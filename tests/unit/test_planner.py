@@ -1,0 +1,248 @@
+"""Planner decision table (issue 3) and the profile contract of docs/profile.md."""
+
+import re
+from pathlib import Path
+
+import pytest
+from triton_fleet import gpu_catalog, memory_model
+from triton_fleet.fingerprint import fingerprint
+from triton_fleet.planner import PlanError, format_table, plan, plan_fleet
+
+FIX = Path(__file__).resolve().parent.parent / "fixtures"
+TINY = str(FIX / "qwen3-tiny" / "config.json")
+PROFILE_KEYS = {"schema_version", "name", "group", "model", "runtime", "device", "gpu", "precision", "parallel",
+                "limits", "kv_cache", "scheduler", "image", "predicted", "reasons", "alternatives", "fingerprint"}
+
+
+def req(**kw):
+    base = {"model": "qwen3-14b", "gpu_sku": "a10", "gpu_count": 1, "context_length": 8192, "concurrency": 4}
+    base.update(kw)
+    return base
+
+
+def check_contract(p):
+    assert set(p) == PROFILE_KEYS
+    assert set(p["limits"]) == {"max_batch_size", "max_input_len", "max_seq_len", "max_num_tokens", "max_output_len",
+                                "max_beam_width"}
+    assert set(p["predicted"]) == {"weights_bytes_per_gpu", "kv_bytes_per_gpu", "reserve_bytes_per_gpu",
+                                   "total_bytes_per_gpu", "kv_tokens_capacity", "max_concurrency_at_max_seq_len",
+                                   "decode_tokens_per_s_bs1", "efficiency_factor"}
+    assert p["fingerprint"] == fingerprint(p)
+    assert p["limits"]["max_input_len"] + p["limits"]["max_output_len"] == p["limits"]["max_seq_len"]
+    if p["device"] == "gpu":
+        assert p["predicted"]["total_bytes_per_gpu"] <= p["gpu"]["memory_bytes"]
+        assert len(p["parallel"]["gpu_device_ids"]) == p["parallel"]["replicas_per_host"]
+        assert p["parallel"]["tp"] * p["parallel"]["replicas_per_host"] <= p["gpu"]["count_per_host"]
+        # the KV pool holds what the request needs
+        assert p["predicted"]["kv_tokens_capacity"] >= p["limits"]["max_batch_size"] * p["limits"]["max_seq_len"]
+    assert all(isinstance(a["rejected_because"], str) and a["rejected_because"] for a in p["alternatives"])
+
+
+def test_qwen3_14b_on_1x_a10_at_8k_int8():
+    p = plan(req(concurrency=2))
+    check_contract(p)
+    assert p["precision"]["weights"] == "int8_wo" and p["runtime"] == "trtllm-engine" and p["parallel"]["tp"] == 1
+    names = {a["name"]: a["rejected_because"] for a in p["alternatives"]}
+    assert "27.5 GiB" in names["bf16 tp1 trtllm-engine"]          # why not bf16: the weights alone
+    assert "FP8" in names["fp8 (any TP)"] and "8.6" in names["fp8 (any TP)"]
+    assert any("int8_wo" in r and "first precision" in r for r in p["reasons"])
+
+
+def test_qwen3_14b_on_1x_a10_at_8k_more_concurrency_goes_int4():
+    p = plan(req(concurrency=8))
+    check_contract(p)
+    assert p["precision"]["weights"] == "int4_awq"
+    assert "int8_wo tp1 trtllm-engine" in {a["name"] for a in p["alternatives"]}
+
+
+def test_qwen3_14b_on_1x_a100_80gb_bf16_engine():
+    p = plan(req(gpu_sku="a100-80gb-sxm", concurrency=16))
+    check_contract(p)
+    assert (p["precision"]["weights"], p["precision"]["kv_cache"], p["runtime"]) == ("bf16", "bf16", "trtllm-engine")
+    assert p["name"] == "qwen3-14b_a100-80gb-sxm-x1_bf16_tp1_trtllm-engine"
+    assert p["model"]["params"] == 14768307200
+    assert p["image"] == {"ref": "nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3", "triton": "26.07",
+                          "trtllm": "1.2.1", "cuda": "13.1", "min_driver_branch": 580}
+    assert p["predicted"]["weights_bytes_per_gpu"] == memory_model.weight_bytes(
+        __import__("triton_fleet.model_catalog").model_catalog.get("qwen3-14b"), "bf16")
+    assert p["predicted"]["decode_tokens_per_s_bs1"] > 0 and 0 < p["predicted"]["efficiency_factor"] <= 1
+
+
+def test_qwen3_32b_on_2x_a100_40gb_at_32k_x8_says_what_fits():
+    with pytest.raises(PlanError) as e:
+        plan(req(model="qwen3-32b", gpu_sku="a100-40gb-sxm", gpu_count=2, context_length=32768, concurrency=8))
+    msg = str(e.value)
+    assert msg.startswith("qwen3-32b does not fit 2x A100-SXM4-40GB")
+    assert "32768 tokens x 8 concurrent" in msg and "TP=2" in msg and "options:" in msg
+    # what fits on these two GPUs: less context at x8, or fewer sequences at 32K
+    m1 = re.search(r"2x A100-SXM4-40GB with TP=2 at (\d+) tokens x 8", msg)
+    m2 = re.search(r"with TP=2 at 32768 tokens x (\d+) concurrent", msg)
+    assert m1 and 16384 <= int(m1.group(1)) < 32768
+    assert m2 and 1 <= int(m2.group(1)) < 8
+    # the option it names really fits
+    ok = plan(req(model="qwen3-32b", gpu_sku="a100-40gb-sxm", gpu_count=2, context_length=int(m1.group(1)),
+                  concurrency=8))
+    check_contract(ok)
+    assert ok["parallel"]["tp"] == 2
+    assert len(e.value.alternatives) >= 6 and e.value.options
+
+
+def test_qwen3_32b_on_1x_h100_fp8_llmapi():
+    p = plan(req(model="qwen3-32b", gpu_sku="h100-sxm", context_length=32768, concurrency=4))
+    check_contract(p)
+    assert (p["precision"]["weights"], p["precision"]["kv_cache"], p["runtime"]) == ("fp8", "fp8", "trtllm-llmapi")
+    assert any(a["name"] == "bf16 tp1 trtllm-llmapi" for a in p["alternatives"])
+
+
+def test_qwen3_32b_on_1x_a10_at_32k_x4_fails_with_options():
+    with pytest.raises(PlanError) as e:
+        plan(req(model="qwen3-32b", context_length=32768, concurrency=4))
+    msg = str(e.value)
+    assert msg.startswith("qwen3-32b does not fit 1x A10 (24 GB, 22.5 GiB usable) at 32768 tokens x 4 concurrent: "
+                          "int4 weights need 17.")
+    assert "the KV cache 32.0 GiB" in msg
+    assert "2x A10 with TP=2" in msg and "A100-SXM4-80GB" in msg
+    assert e.value.options and all(isinstance(o, str) for o in e.value.options)
+
+
+@pytest.mark.parametrize("kw,words", [
+    ({"model": "qwen3-15b"}, ["unknown model 'qwen3-15b'", "qwen3-14b", "--model-config"]),
+    ({"gpu_count": 0}, ["GPU count is 0", "triton_fleet_device: cpu"]),
+    ({"context_length": 65536}, ["65536 exceeds qwen3-14b's maximum of 40960", "YaRN", "131072"]),
+    ({"gpu_sku": "v100"}, ["unknown GPU 'v100'", "--list-gpus"]),
+    ({"concurrency": 0}, ["concurrency must be >= 1"]),
+    ({"precision": "fp8"}, ["fp8 needs FP8", "8.6", "int4_awq"]),
+    ({"tp": 2}, ["TP=2 needs 2 GPUs, the host has 1"]),
+    ({"runtime": "trtllm-llmapi", "precision": "int8_wo"}, ["int8_wo is not available with runtime trtllm-llmapi"]),
+    ({"image": "nvcr.io/nvidia/tritonserver:26.10-trtllm-python-py3"}, ["not confirmed", "26.07"]),
+    ({"yarn_factor": 4.0}, ["without it", "remove yarn_factor"]),
+])
+def test_bad_input_is_a_clear_error(kw, words):
+    with pytest.raises(PlanError) as e:
+        plan(req(**kw))
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
+
+
+def test_yarn_allows_long_context():
+    p = plan(req(gpu_sku="h200", context_length=131072, concurrency=1, yarn_factor=4.0))
+    assert p["limits"]["max_seq_len"] == 131072
+    assert p["model"]["rope_scaling"]["factor"] == 4.0
+
+
+def test_engine_refused_with_trtllm_1_3():
+    with pytest.raises(PlanError) as e:
+        plan(req(gpu_sku="a100-80gb-sxm", runtime="trtllm-engine",
+                 image="nvcr.io/nvidia/tritonserver:26.10-trtllm-python-py3", trtllm_version="1.3.0"))
+    assert "trtllm-engine needs TensorRT-LLM <= 1.2.x" in str(e.value) and "trtllm-llmapi" in str(e.value)
+    # without the override, Ampere falls back to the PyTorch backend and says why
+    p = plan(req(gpu_sku="a100-80gb-sxm", image="nvcr.io/nvidia/tritonserver:26.10-trtllm-python-py3",
+                 trtllm_version="1.3.0"))
+    assert p["runtime"] == "trtllm-llmapi" and any("no engine workflow" in r for r in p["reasons"])
+
+
+def test_overrides_are_honoured_and_checked():
+    p = plan(req(gpu_sku="a100-80gb-sxm", gpu_count=2, precision="int4_awq", tp=2))
+    assert (p["precision"]["weights"], p["parallel"]["tp"], p["parallel"]["gpu_device_ids"]) == ("int4_awq", 2, ["0,1"])
+    with pytest.raises(PlanError) as e:
+        plan(req(precision="bf16"))
+    assert "with the override precision=bf16" in str(e.value) and "bf16 weights need 27.5 GiB" in str(e.value)
+
+
+def test_more_gpus_by_tp_when_no_precision_fits_one():
+    p = plan(req(model="qwen3-32b", gpu_count=4, context_length=32768, concurrency=4))
+    check_contract(p)
+    assert p["parallel"]["tp"] in (2, 4)
+    assert any(a["name"].endswith("tp1 trtllm-engine") for a in p["alternatives"])
+    assert any("TP=" in r and "no NVLink" in r for r in p["reasons"])
+
+
+def test_replicas_when_one_gpu_suffices():
+    p = plan(req(gpu_sku="h100-sxm", gpu_count=4, concurrency=8))
+    assert p["parallel"]["tp"] == 1 and p["parallel"]["replicas_per_host"] == 4
+    assert p["parallel"]["gpu_device_ids"] == ["0", "1", "2", "3"]
+    assert p["limits"]["max_batch_size"] == 2
+
+
+def test_lab_profile_cpu_transformers_fp32():
+    p = plan({"model": "qwen3-tiny", "model_config": TINY, "device": "cpu", "context_length": 2048,
+              "concurrency": 4, "image": "triton-fleet/tritonserver-lab:abc", "group": "lab_cpu",
+              "host_memory_bytes": 2 * memory_model.GIB})
+    check_contract(p)
+    assert (p["runtime"], p["device"], p["gpu"]["sku"], p["gpu"]["count_per_host"]) == ("transformers", "cpu", "cpu", 0)
+    assert p["precision"] == {"dtype": "float32", "weights": "fp32", "kv_cache": "fp32"}
+    assert p["image"]["trtllm"] is None and p["model"]["key"] == "qwen3-tiny"
+    assert p["name"] == "qwen3-tiny_cpu_fp32_tp1_transformers"
+    with pytest.raises(PlanError, match="needs an NVIDIA GPU"):
+        plan({"model": "qwen3-tiny", "model_config": TINY, "device": "cpu", "runtime": "trtllm-llmapi"})
+
+
+def test_lab_context_is_limited_by_the_checkpoint(tmp_path):
+    import json
+    cfg = json.loads(Path(TINY).read_text())
+    cfg["max_position_embeddings"] = 2048   # what tools/lab-image/make_tiny_model.py writes
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(PlanError, match="maximum of 2048"):
+        plan({"model": "qwen3-tiny", "model_config": str(tmp_path), "device": "cpu", "context_length": 4096})
+
+
+def test_table_is_readable():
+    lines = format_table(plan(req(concurrency=2)))
+    text = "\n".join(lines)
+    for word in ("profile", "runtime", "precision", "memory/GPU", "decode bs=1", "fingerprint", "why:", "rejected:"):
+        assert word in text
+
+
+def test_gpu_facts_memory_wins_over_catalog():
+    mem = 23028 * gpu_catalog.MIB - 2 * memory_model.GIB
+    a = plan(req(concurrency=1, precision="int4_awq"))
+    b = plan(req(concurrency=1, precision="int4_awq", gpu_memory_bytes=mem))
+    assert b["predicted"]["kv_tokens_capacity"] < a["predicted"]["kv_tokens_capacity"]
+
+
+# ----------------------------------------------------------------------------------- fleet mode
+
+def host(groups, sku="a10", count=1, **request):
+    gpus = [{"index": i, "sku": sku, "name": gpu_catalog.GPUS[sku]["name"],
+             "memory_bytes": gpu_catalog.memory_bytes(sku), "compute_capability": gpu_catalog.GPUS[sku]["compute_capability"]}
+            for i in range(count)]
+    r = {"model": "qwen3-14b", "context_length": 8192, "concurrency": 2}
+    r.update(request)
+    return {"group_names": groups, "gpu_facts": {"count": count, "gpus": gpus, "nvlink": False}, "request": r}
+
+
+GROUPS = {"gpu_nodes": ["n1", "n2", "n3"], "gpu_a10": ["n1", "n2"], "gpu_a100": ["n3"], "all": ["n1", "n2", "n3"]}
+
+
+def test_fleet_plans_each_group():
+    hosts = {"n1": host(["gpu_nodes", "gpu_a10"]), "n2": host(["gpu_nodes", "gpu_a10"]),
+             "n3": host(["gpu_nodes", "gpu_a100"], sku="a100-80gb-sxm")}
+    profiles, host_groups, errors = plan_fleet(hosts, GROUPS)
+    assert errors == []
+    assert host_groups == {"n1": "gpu_a10", "n2": "gpu_a10", "n3": "gpu_a100"}
+    assert profiles["gpu_a10"]["precision"]["weights"] == "int8_wo"
+    assert profiles["gpu_a100"]["precision"]["weights"] == "bf16" and profiles["gpu_a100"]["group"] == "gpu_a100"
+
+
+def test_fleet_names_the_odd_host():
+    hosts = {"n1": host(["gpu_nodes", "gpu_a10"]), "n2": host(["gpu_nodes", "gpu_a10"], count=2),
+             "n3": host(["gpu_nodes", "gpu_a100"], sku="a100-80gb-sxm")}
+    profiles, _, errors = plan_fleet(hosts, GROUPS)
+    assert len(errors) == 1 and "group gpu_a10 is not homogeneous: n2 has 2x a10 where n1 has 1x a10" in errors[0]
+    assert "gpu_a10" not in profiles and "gpu_a100" in profiles
+
+
+def test_fleet_reports_every_failing_group():
+    hosts = {"n1": host(["gpu_nodes", "gpu_a10"], model="qwen3-32b", context_length=32768, concurrency=4),
+             "n2": host(["gpu_nodes", "gpu_a10"], model="qwen3-32b", context_length=32768, concurrency=4),
+             "n3": host(["gpu_nodes", "gpu_a100"], sku="a100-80gb-sxm", model="qwen3-99b")}
+    _, _, errors = plan_fleet(hosts, GROUPS)
+    assert len(errors) == 2
+    assert errors[0].startswith("group gpu_a10 (n1, n2): qwen3-32b does not fit")
+    assert "unknown model 'qwen3-99b'" in errors[1]
+
+
+def test_fleet_differing_variables_named():
+    hosts = {"n1": host(["gpu_nodes", "gpu_a10"]), "n2": host(["gpu_nodes", "gpu_a10"], context_length=4096)}
+    _, _, errors = plan_fleet(hosts, {"gpu_nodes": ["n1", "n2"], "gpu_a10": ["n1", "n2"]})
+    assert errors and "context_length" in errors[0] and "n2" in errors[0]
