@@ -106,11 +106,10 @@ def main():
                         lspci=p["lspci_path"])
     except GpuFactsError as exc:
         module.fail_json(msg=str(exc))
-    warnings = []
     if facts.get("unknown_skus"):
-        warnings.append("GPU(s) {} are not in the GPU catalog (module_utils/triton_fleet/gpu_catalog.py): the "
+        module.warn("GPU(s) {} are not in the GPU catalog (module_utils/triton_fleet/gpu_catalog.py): the "
                         "planner cannot size them; add the SKU with its sources".format(", ".join(facts["unknown_skus"])))
-    module.exit_json(changed=False, ansible_facts={"triton_fleet_gpus": facts}, warnings=warnings)
+    module.exit_json(changed=False, ansible_facts={"triton_fleet_gpus": facts})
 
 
 if __name__ == "__main__":
