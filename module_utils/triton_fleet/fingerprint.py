@@ -35,6 +35,12 @@ BUILD_FIELDS = (
     "image.trtllm",
 )
 
+# Build-relevant fields that most profiles lack. They join the fingerprint only when set, so adding
+# one here never changes the fingerprint of a profile that does not use it (no needless rebuilds).
+OPTIONAL_BUILD_FIELDS = (
+    "model.rope_scaling",  # YaRN changes the positions baked into an engine
+)
+
 
 def _get(profile, dotted):
     node = profile
@@ -47,7 +53,12 @@ def _get(profile, dotted):
 
 def build_view(profile):
     """The subset of a profile that the fingerprint covers, as a flat dict."""
-    return {path: _get(profile, path) for path in BUILD_FIELDS}
+    view = {path: _get(profile, path) for path in BUILD_FIELDS}
+    for path in OPTIONAL_BUILD_FIELDS:
+        value = _get(profile, path)
+        if value is not None:
+            view[path] = value
+    return view
 
 
 def canonical_json(obj):

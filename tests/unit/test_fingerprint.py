@@ -80,3 +80,19 @@ def test_planner_output_changes_fingerprint_when_the_build_changes(profile):
     frac = plan({"model": "qwen3-14b", "gpu_sku": "a100-80gb-sxm", "gpu_count": 1, "context_length": 8192,
                  "concurrency": 16, "kv_cache_free_gpu_mem_fraction": 0.85})
     assert frac["fingerprint"] == profile["fingerprint"]
+
+
+def test_rope_scaling_changes_fingerprint_only_when_set():
+    import copy
+
+    from triton_fleet.fingerprint import fingerprint
+
+    base = {"schema_version": 1, "model": {"key": "qwen3-14b"}, "limits": {"max_seq_len": 131072}}
+    yarn2 = copy.deepcopy(base)
+    yarn2["model"]["rope_scaling"] = {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 32768}
+    yarn4 = copy.deepcopy(yarn2)
+    yarn4["model"]["rope_scaling"]["factor"] = 4.0
+    explicit_none = copy.deepcopy(base)
+    explicit_none["model"]["rope_scaling"] = None
+    assert fingerprint(base) == fingerprint(explicit_none)
+    assert len({fingerprint(base), fingerprint(yarn2), fingerprint(yarn4)}) == 3
