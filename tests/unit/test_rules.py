@@ -1,7 +1,7 @@
 """Prometheus recording and alert rules: render the templates, `promtool check rules`, `promtool test rules`.
 
 monitoring/rules/*.yml are templates (thresholds as [[ prometheus_alert_* ]] from roles/prometheus/defaults);
-they are rendered here the way the prometheus role renders them (Ansible's `#jinja2:` header), then checked
+they are rendered here the way the prometheus role renders them ([[ ]] delimiters), then checked
 with Debian's promtool (package `prometheus`, listed in tools/host-packages.txt).
 """
 
@@ -18,7 +18,6 @@ ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "monitoring" / "rules"
 TESTS = ROOT / "monitoring" / "tests"
 DEFAULTS = ROOT / "roles" / "prometheus" / "defaults" / "main.yml"
-HEADER = re.compile(r"^#jinja2:(.*)$")
 
 
 def promtool():
@@ -29,16 +28,13 @@ def promtool():
 
 
 def render(template_text, variables):
-    """Render like ansible.builtin.template: an optional first line `#jinja2: key: 'v', ...` sets delimiters."""
-    options = {}
-    first, _, rest = template_text.partition("\n")
-    m = HEADER.match(first)
-    if m:
-        for item in m.group(1).split(","):
-            key, _, value = item.partition(":")
-            options[key.strip()] = value.strip().strip("'\"")
-        template_text = rest
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, **options)
+    """Render like the prometheus role does: ansible.builtin.template with [[ ]] variable delimiters."""
+    env = jinja2.Environment(
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        variable_start_string="[[",
+        variable_end_string="]]",
+    )
     return env.from_string(template_text).render(**variables)
 
 
@@ -81,7 +77,6 @@ def test_templates_are_valid_yaml_and_fully_rendered(rendered):
     for f in (rendered / "rules").iterdir():
         text = f.read_text()
         assert "[[" not in text and "]]" not in text, f"{f.name}: placeholder left unrendered"
-        assert not text.startswith("#jinja2"), f"{f.name}: the header line must be consumed by rendering"
         yaml.safe_load(text)
 
 
@@ -152,4 +147,4 @@ def test_broken_rule_is_refused(tmp_path):
 
 def test_render_refuses_unknown_placeholder():
     with pytest.raises(jinja2.UndefinedError):
-        render("#jinja2: variable_start_string: '[[', variable_end_string: ']]'\nexpr: x > [[ nope ]]\n", {})
+        render("expr: x > [[ nope ]]\n", {})
