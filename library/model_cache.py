@@ -28,7 +28,9 @@ options:
     description: Cache directory of this checkpoint, C(/var/lib/triton-fleet/models/<model>@<revision>).
     type: path
   manifest:
-    description: The checkpoint manifest (from C(state=manifest)); fetched from I(manifest_url) when omitted.
+    description:
+      - The checkpoint manifest (from C(state=manifest)). When omitted it is read from I(manifest_url), from
+        C(<url>/.triton-fleet-manifest.json), or from C(.triton-fleet-manifest.json) in the first of I(sources).
     type: dict
   sources:
     description: Local directories holding the checkpoint's files (searched in order).
@@ -51,6 +53,10 @@ options:
     default: 60
   quick:
     description: For C(verified) compare file sizes only (skip sha256 of files already at I(dest)).
+    type: bool
+    default: false
+  write:
+    description: For C(manifest) also write C(.triton-fleet-manifest.json) into I(path) (to publish a shared or HTTP source).
     type: bool
     default: false
 author: triton-fleet
@@ -88,7 +94,7 @@ from urllib.parse import quote
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 from ansible.module_utils.triton_fleet.artifact_manifest import (ManifestError, build_manifest, content_digest,
-                                                                 describe_problems, install, missing_for_install,
+                                                                 describe_problems, dump_manifest, install, missing_for_install,
                                                                  staging_path, validate_manifest, verify_tree)
 
 MANIFEST_NAME = ".triton-fleet-manifest.json"
@@ -112,7 +118,16 @@ def _manifest(p):
         return validate_manifest(p["manifest"])
     murl = p["manifest_url"] or (p["url"].rstrip("/") + "/" + MANIFEST_NAME if p["url"] else None)
     if not murl:
-        raise ManifestError("no manifest: pass manifest (from state=manifest on the source) or url/manifest_url")
+        for src in p["sources"]:  # a shared path carries the manifest published with it
+            path = os.path.join(src, MANIFEST_NAME)
+            if os.path.isfile(path):
+                with open(path, "rb") as handle:
+                    try:
+                        return validate_manifest(json.loads(handle.read().decode("utf-8")))
+                    except ValueError as exc:
+                        raise ManifestError(f"{path} is not a valid manifest: {exc}") from exc
+        raise ManifestError(f"no manifest: pass manifest (from state=manifest on the source), publish {MANIFEST_NAME} in the "
+                            "shared source (state=manifest write=true), or give url/manifest_url")
     try:
         data = json.loads(open_url(murl, validate_certs=p["validate_certs"], timeout=p["timeout"]).read())
     except Exception as exc:
@@ -133,6 +148,7 @@ def main():
             validate_certs=dict(type="bool", default=True),
             timeout=dict(type="int", default=60),
             quick=dict(type="bool", default=False),
+            write=dict(type="bool", default=False),
         ),
         required_if=[("state", "manifest", ("path",)), ("state", "verified", ("dest",)),
                      ("state", "present", ("dest",))],
@@ -145,7 +161,16 @@ def main():
                 raise ManifestError("{} is not a Hugging Face checkpoint (no config.json); export the model there "
                                     "or point the source at the right directory".format(p["path"]))
             manifest = build_manifest(p["path"], "model", MANIFEST_NAME)
-            module.exit_json(changed=False, manifest=manifest, digest=content_digest(manifest),
+            target = os.path.join(p["path"], MANIFEST_NAME)
+            changed = False
+            if p["write"]:
+                current = open(target, "rb").read() if os.path.isfile(target) else None
+                changed = current != dump_manifest(manifest)
+                if changed and not module.check_mode:
+                    with open(target + ".part", "wb") as handle:
+                        handle.write(dump_manifest(manifest))
+                    os.replace(target + ".part", target)
+            module.exit_json(changed=changed, manifest=manifest, digest=content_digest(manifest),
                              files=len(manifest["files"]),
                              bytes=sum(m["size"] for m in manifest["files"].values()))
         manifest = _manifest(p)

@@ -151,3 +151,14 @@ def test_http_manifest_missing_is_explained(http_root, tmp_path):
     url, _ = http_root
     res = run_module(model_cache, {"state": "present", "dest": str(tmp_path / "d"), "url": url + "/nope"})
     assert res["failed"] and "cannot read manifest" in res["msg"]
+
+
+def test_shared_source_with_published_manifest(ckpt, tmp_path):
+    pub = run_module(model_cache, {"state": "manifest", "path": ckpt, "write": True})
+    assert pub["changed"] and os.path.isfile(os.path.join(ckpt, model_cache.MANIFEST_NAME))
+    assert not run_module(model_cache, {"state": "manifest", "path": ckpt, "write": True})["changed"]
+    dest = str(tmp_path / "d")
+    res = run_module(model_cache, {"state": "present", "dest": dest, "sources": [ckpt]})
+    assert res["changed"] and res["digest"] == pub["digest"]
+    nomani = run_module(model_cache, {"state": "present", "dest": dest, "sources": [str(tmp_path)]})
+    assert nomani["failed"] and "no manifest" in nomani["msg"]

@@ -247,3 +247,19 @@ def test_plan_module_rejects_missing_or_edited_profiles():
     ok = run_module(trtllm_engine_plan, {"profiles": {"n1": prof, "n2": prof}, "states": {},
                                          "order": ["n1", "n2"]})
     assert ok["builds"] == ["n1"] and "build on n1" in ok["msg"]
+
+
+def test_molecule_profiles_carry_their_real_fingerprints():
+    """The Molecule scenario's hand-written profiles must hash to the fingerprints they state."""
+    import yaml
+
+    from triton_fleet.fingerprint import fingerprint
+
+    scen = Path(__file__).resolve().parents[2] / "roles" / "trtllm_engine" / "molecule" / "default"
+    mol = yaml.safe_load((scen / "molecule.yml").read_text())
+    profiles = [hv["triton_fleet_profile"] for hv in mol["provisioner"]["inventory"]["host_vars"].values()]
+    profiles += list(yaml.safe_load((scen / "vars" / "profiles.yml").read_text()).values())
+    assert len(profiles) == 4
+    for prof in profiles:
+        assert prof["fingerprint"] == fingerprint(prof), prof["name"]
+    assert len({p["fingerprint"] for p in profiles}) == 3
