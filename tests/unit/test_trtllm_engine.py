@@ -252,7 +252,6 @@ def test_plan_module_rejects_missing_or_edited_profiles():
 def test_molecule_profiles_carry_their_real_fingerprints():
     """The Molecule scenario's hand-written profiles must hash to the fingerprints they state."""
     import yaml
-
     from triton_fleet.fingerprint import fingerprint
 
     scen = Path(__file__).resolve().parents[2] / "roles" / "trtllm_engine" / "molecule" / "default"
