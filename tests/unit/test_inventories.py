@@ -1,0 +1,31 @@
+"""The example production inventory plans in check mode with the GPU facts it carries."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _playbook(*args):
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    exe = Path(sys.executable).with_name("ansible-playbook")
+    return subprocess.run([str(exe), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_prod_inventory_passes_preflight_in_check_mode():
+    r = _playbook("playbooks/preflight.yml", "-i", "inventories/prod", "--check",
+                  "-e", "triton_fleet_preflight_write=false", "-e", "ansible_connection=local")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert "=== group gpu_a10" in r.stdout and "=== group gpu_a100" in r.stdout
+    assert "qwen3-14b_a100-80gb-sxm-x1_bf16_tp1_trtllm-engine" in r.stdout
+
+
+def test_prod_preflight_fails_before_change_when_the_model_does_not_fit():
+    r = _playbook("playbooks/preflight.yml", "-i", "inventories/prod", "--check",
+                  "-e", "triton_fleet_preflight_write=false", "-e", "ansible_connection=local",
+                  "-e", "triton_fleet_model=qwen3-32b", "-e", "triton_fleet_context_length=32768")
+    assert r.returncode != 0
+    assert "does not fit" in r.stdout
+    assert "Write the serving profile" not in r.stdout.split("does not fit", 1)[1]
