@@ -250,7 +250,7 @@ def choose_kernel_modules(requested, gpus=None, hint=None, branch=None):
 _DISTRIBUTION_BRANCHES = {("Debian", "12"): 535}
 
 
-def driver_packages(os_family, distribution, major_version, source, branch, flavour, kernel,
+def driver_packages(os_family, distribution, major_version, source, branch, *, flavour, kernel,
                     version="", fabric_manager=False):
     """Package plan for one host: {'driver', 'headers', 'fabric_manager', 'dnf_module', 'apt_pin'}.
 
@@ -343,7 +343,7 @@ def kernel_steps(in_container, virtualization_type=""):
 _MISMATCH_RE = re.compile(r"driver/library version mismatch", re.IGNORECASE)
 
 
-def reboot_decision(packages_changed=False, blacklist_changed=False, nouveau_loaded=False,
+def reboot_decision(*, packages_changed=False, blacklist_changed=False, nouveau_loaded=False,
                     loaded_version="", installed_version="", smi_output="", in_container=False,
                     reboot_allowed=True):
     """Decide what to do after the install steps.
@@ -409,7 +409,7 @@ def _persistence_on(gpu):
     return str(value).strip().lower() in ("enabled", "on", "true", "1")
 
 
-def verify(gpu_facts, expected_count=None, branch=None, version="", persistence=True,
+def verify(gpu_facts, expected_count=None, branch=None, *, version="", persistence=True,
            fabric_manager_required=False, fabric_manager_active=False, fabric_manager_version=""):
     """Differences between the facts and the expectation; an empty list means the node is good."""
     facts = gpu_facts or {}
@@ -479,7 +479,7 @@ def plan(*, os_family, distribution, major_version, kernel, source, branch, vers
                        "packages": {}})
         return result
     flavour = choose_kernel_modules(kernel_modules, gpus, compute_capability_hint, br)
-    pk = driver_packages(os_family, distribution, major_version, source, br, flavour["flavour"], kernel,
-                         version, fm["needed"])
+    pk = driver_packages(os_family, distribution, major_version, source, br, flavour=flavour["flavour"],
+                         kernel=kernel, version=version, fabric_manager=fm["needed"])
     result.update({"flavour": flavour["flavour"], "flavour_reason": flavour["reason"], "packages": pk})
     return result

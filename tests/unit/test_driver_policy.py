@@ -146,57 +146,57 @@ def test_overrides():
 # ------------------------------------------------------------------ packages
 
 def test_packages_debian12_cuda_open_and_proprietary():
-    open_ = dp.driver_packages("Debian", "Debian", "12", "cuda", 580, "open", "6.1.0-28-amd64", fabric_manager=True)
+    open_ = dp.driver_packages("Debian", "Debian", "12", "cuda", 580, flavour="open", kernel="6.1.0-28-amd64", fabric_manager=True)
     assert open_["driver"] == ["nvidia-driver-580-open"]
     assert open_["headers"] == ["linux-headers-6.1.0-28-amd64", "dkms"]
     assert open_["fabric_manager"] == ["nvidia-fabricmanager-580"]
     assert open_["apt_pin"] == "580.*"
-    prop = dp.driver_packages("Debian", "Debian", "12", "cuda", "590", "proprietary", "6.1.0-28-amd64")
+    prop = dp.driver_packages("Debian", "Debian", "12", "cuda", "590", flavour="proprietary", kernel="6.1.0-28-amd64")
     assert prop["driver"] == ["cuda-drivers-590"] and prop["fabric_manager"] == [] and prop["apt_pin"] == "590.*"
 
 
 def test_packages_exact_version_pins_every_package():
-    pk = dp.driver_packages("Debian", "Ubuntu", "24.04", "cuda", 580, "open", "6.8.0-51-generic",
+    pk = dp.driver_packages("Debian", "Ubuntu", "24.04", "cuda", 580, flavour="open", kernel="6.8.0-51-generic",
                             version="580.159.04", fabric_manager=True)
     assert pk["driver"] == ["nvidia-driver-580-open=580.159.04*"]
     assert pk["fabric_manager"] == ["nvidia-fabricmanager-580=580.159.04*"]
     assert pk["apt_pin"] == "580.159.04*"
     with pytest.raises(dp.PolicyError, match="not on branch"):
-        dp.driver_packages("Debian", "Ubuntu", "24.04", "cuda", 580, "open", "k", version="575.57.08")
+        dp.driver_packages("Debian", "Ubuntu", "24.04", "cuda", 580, flavour="open", kernel="k", version="575.57.08")
 
 
 def test_packages_ubuntu_distribution_server_flavour():
-    pk = dp.driver_packages("Debian", "Ubuntu", "22.04", "distribution", 580, "open", "5.15.0-1-generic")
+    pk = dp.driver_packages("Debian", "Ubuntu", "22.04", "distribution", 580, flavour="open", kernel="5.15.0-1-generic")
     assert pk["driver"] == ["nvidia-driver-580-server-open"]
-    pk = dp.driver_packages("Debian", "Ubuntu", "22.04", "distribution", 580, "proprietary", "5.15.0-1-generic")
+    pk = dp.driver_packages("Debian", "Ubuntu", "22.04", "distribution", 580, flavour="proprietary", kernel="5.15.0-1-generic")
     assert pk["driver"] == ["nvidia-driver-580-server"]
 
 
 def test_packages_debian_distribution_only_has_535():
     with pytest.raises(dp.PolicyError, match="R535"):
-        dp.driver_packages("Debian", "Debian", "12", "distribution", 580, "open", "6.1.0-28-amd64")
-    pk = dp.driver_packages("Debian", "Debian", "12", "distribution", 535, "open", "6.1.0-28-amd64")
+        dp.driver_packages("Debian", "Debian", "12", "distribution", 580, flavour="open", kernel="6.1.0-28-amd64")
+    pk = dp.driver_packages("Debian", "Debian", "12", "distribution", 535, flavour="open", kernel="6.1.0-28-amd64")
     assert pk["driver"] == ["nvidia-driver", "nvidia-open-kernel-dkms"]
 
 
 def test_packages_rhel9():
-    pk = dp.driver_packages("RedHat", "RedHat", "9", "cuda", 580, "open", "5.14.0-503.el9.x86_64", fabric_manager=True)
+    pk = dp.driver_packages("RedHat", "RedHat", "9", "cuda", 580, flavour="open", kernel="5.14.0-503.el9.x86_64", fabric_manager=True)
     assert pk["dnf_module"] == "nvidia-driver:580-open" and pk["driver"] == ["nvidia-open"]
     assert "kernel-devel-5.14.0-503.el9.x86_64" in pk["headers"]
     assert pk["fabric_manager"] == ["nvidia-fabric-manager"]
-    pk = dp.driver_packages("RedHat", "RedHat", "9", "cuda", 580, "proprietary", "5.14.0")
+    pk = dp.driver_packages("RedHat", "RedHat", "9", "cuda", 580, flavour="proprietary", kernel="5.14.0")
     assert pk["dnf_module"] == "nvidia-driver:580-dkms" and pk["driver"] == ["cuda-drivers"]
     with pytest.raises(dp.PolicyError, match="use nvidia_driver_source: cuda"):
-        dp.driver_packages("RedHat", "RedHat", "9", "distribution", 580, "open", "5.14.0")
+        dp.driver_packages("RedHat", "RedHat", "9", "distribution", 580, flavour="open", kernel="5.14.0")
 
 
 def test_packages_bad_input():
     with pytest.raises(dp.PolicyError, match="not supported"):
-        dp.driver_packages("Suse", "SLES", "15", "cuda", 580, "open", "6.4")
+        dp.driver_packages("Suse", "SLES", "15", "cuda", 580, flavour="open", kernel="6.4")
     with pytest.raises(dp.PolicyError, match="kernel"):
-        dp.driver_packages("Debian", "Debian", "12", "cuda", 580, "open", "")
+        dp.driver_packages("Debian", "Debian", "12", "cuda", 580, flavour="open", kernel="")
     with pytest.raises(dp.PolicyError, match="cuda or distribution"):
-        dp.driver_packages("Debian", "Debian", "12", "runfile", 580, "open", "6.1")
+        dp.driver_packages("Debian", "Debian", "12", "runfile", 580, flavour="open", kernel="6.1")
 
 
 # ------------------------------------------------------------------ containers, kernel steps, reboot

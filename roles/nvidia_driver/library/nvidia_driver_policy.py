@@ -86,8 +86,8 @@ differences:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.triton_fleet.driver_policy import (
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (documentation first, as Ansible modules do)
+from ansible.module_utils.triton_fleet.driver_policy import (  # noqa: E402
     PolicyError,
     plan,
     reboot_decision,
