@@ -160,9 +160,10 @@ _LOCATION = re.compile(r"^(\d+):(\d+) : (.*)$", re.S)
 def parse(text, model=None):
     """Parse ``text`` into ``tritonclient.grpc.model_config_pb2.ModelConfig``; errors name the field."""
     from google.protobuf import text_format
-    from tritonclient.grpc import model_config_pb2
 
-    msg = model_config_pb2.ModelConfig()
+    from .model_config_schema import model_config_class
+
+    msg = model_config_class()()
     try:
         text_format.Parse(text, msg)
     except text_format.ParseError as exc:

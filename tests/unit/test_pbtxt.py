@@ -125,3 +125,26 @@ def test_duplicate_inputs_refused():
     with pytest.raises(PbtxtError) as exc:
         render_validated(cfg)
     assert exc.value.field == "input"
+
+
+def test_embedded_schema_matches_tritonclient(monkeypatch):
+    """Nodes without tritonclient use the embedded descriptor: same schema, same errors."""
+    import builtins
+
+    from triton_fleet import model_config_schema
+
+    real_import = builtins.__import__
+
+    def no_tritonclient(name, *args, **kwargs):
+        if name.startswith("tritonclient"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_tritonclient)
+    cls = model_config_schema.model_config_class()
+    assert cls.DESCRIPTOR.full_name == "inference.ModelConfig"
+    text = render_validated(_python_model())
+    assert "backend" in text
+    with pytest.raises(PbtxtError) as exc:
+        render_validated(_python_model(default_timeout_microseconds=1))
+    assert exc.value.field == "default_timeout_microseconds"
