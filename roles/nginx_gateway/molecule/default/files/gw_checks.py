@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Client-side probes for the nginx_gateway scenario; each prints one JSON object.
+
+  gw_checks.py burst   BASE CA TOKEN N       N quick generate calls: statuses + the first 429
+  gw_checks.py sse     BASE CA TOKEN         times of the SSE events (first event vs end)
+  gw_checks.py streams BASE CA TOKEN N       N concurrent SSE streams: statuses
+  gw_checks.py grpc    HOST:PORT CA TOKEN    gRPC calls with / without / with a bad token
+Runs on the controller with the project venv (requests, grpcio, tritonclient).
+"""
+
+import json
+import sys
+import threading
+import time
+
+import requests
+
+MODEL = "qwen3-tiny"
+
+
+def _post(base, ca, token, path, stream=False, body=None):
+    headers = {"Authorization": "Bearer " + token} if token else {}
+    return requests.post(base + "/v2/models/%s/%s" % (MODEL, path), json=body or {"text_input": "probe"},
+                         headers=headers, verify=ca, stream=stream, timeout=30)
+
+
+def burst(base, ca, token, n):
+    out = {"statuses": [], "first_429": None}
+    with requests.Session() as s:
+        for _ in range(int(n)):
+            r = s.post(base + "/v2/models/%s/generate" % MODEL, json={"text_input": "probe"},
+                       headers={"Authorization": "Bearer " + token}, verify=ca, timeout=30)
+            out["statuses"].append(r.status_code)
+            if r.status_code == 429 and out["first_429"] is None:
+                out["first_429"] = {"retry_after": r.headers.get("Retry-After"),
+                                    "content_type": r.headers.get("Content-Type"), "body": r.json()}
+    return out
+
+
+def sse(base, ca, token):
+    t0 = time.monotonic()
+    r = _post(base, ca, token, "generate_stream", stream=True)
+    events = []
+    for line in r.iter_lines():
+        if line.startswith(b"data:"):
+            events.append({"t": round(time.monotonic() - t0, 3), "data": json.loads(line[5:])})
+    return {"status": r.status_code, "content_type": r.headers.get("Content-Type"),
+            "events": len(events), "first_event_s": events[0]["t"] if events else None,
+            "last_event_s": events[-1]["t"] if events else None, "total_s": round(time.monotonic() - t0, 3),
+            "sub_seen_upstream": events[0]["data"]["seen"]["x_auth_sub"] if events else None}
+
+
+def streams(base, ca, token, n):
+    statuses = []
+    lock = threading.Lock()
+
+    def one():
+        r = _post(base, ca, token, "generate_stream", stream=True)
+        with lock:
+            statuses.append(r.status_code)
+        for _ in r.iter_lines():
+            pass
+
+    threads = [threading.Thread(target=one) for _ in range(int(n))]
+    for t in threads:
+        t.start()
+        time.sleep(0.05)
+    for t in threads:
+        t.join()
+    return {"statuses": sorted(statuses)}
+
+
+def grpc_calls(target, ca, token):
+    import grpc
+    from tritonclient.grpc import service_pb2 as pb
+    from tritonclient.grpc import service_pb2_grpc as pbg
+
+    with open(ca, "rb") as fh:
+        creds = grpc.ssl_channel_credentials(root_certificates=fh.read())
+    stub = pbg.GRPCInferenceServiceStub(grpc.secure_channel(target, creds))
+    auth = [("authorization", "Bearer " + token)]
+    res = {}
+
+    def call(label, fn, req, md):
+        try:
+            _, c = fn.with_call(req, metadata=md, timeout=10)
+            res[label] = {"code": "OK", "trailers": dict(c.trailing_metadata() or ())}
+        except grpc.RpcError as e:
+            res[label] = {"code": e.code().name, "details": e.details()}
+
+    call("live_no_token", stub.ServerLive, pb.ServerLiveRequest(), [])
+    call("infer_token", stub.ModelInfer, pb.ModelInferRequest(model_name=MODEL), auth)
+    call("infer_no_token", stub.ModelInfer, pb.ModelInferRequest(model_name=MODEL), [])
+    call("infer_bad_token", stub.ModelInfer, pb.ModelInferRequest(model_name=MODEL),
+         [("authorization", "Bearer " + token[:-4] + "AAAA")])
+    call("repository_index", stub.RepositoryIndex, pb.RepositoryIndexRequest(), auth)
+    call("repository_unload", stub.RepositoryModelUnload, pb.RepositoryModelUnloadRequest(model_name=MODEL), auth)
+    call("statistics", stub.ModelStatistics, pb.ModelStatisticsRequest(), auth)
+    call("shared_memory", stub.SystemSharedMemoryStatus, pb.SystemSharedMemoryStatusRequest(), auth)
+    call("trace_setting", stub.TraceSetting, pb.TraceSettingRequest(), auth)
+    call("log_settings", stub.LogSettings, pb.LogSettingsRequest(), auth)
+    return res
+
+
+def main(argv):
+    cmd = argv[1] if len(argv) > 1 else ""
+    if cmd == "burst" and len(argv) == 6:
+        out = burst(*argv[2:])
+    elif cmd == "sse" and len(argv) == 5:
+        out = sse(*argv[2:])
+    elif cmd == "streams" and len(argv) == 6:
+        out = streams(*argv[2:])
+    elif cmd == "grpc" and len(argv) == 5:
+        out = grpc_calls(*argv[2:])
+    else:
+        sys.exit(__doc__)
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
