@@ -37,8 +37,6 @@ def test_role_layout(role):
         "README.md",
         "molecule/default/molecule.yml",
     ):
-        if part == "molecule/default/molecule.yml" and role == "node_exporter":
-            continue  # exercised by roles/prometheus/molecule/default (see each README)
         assert (base / part).is_file(), f"{role}: missing {part}"
 
 
