@@ -18,22 +18,36 @@ import requests
 MODEL = "qwen3-tiny"
 
 
-def _post(base, ca, token, path, stream=False, body=None):
+def _post(base, ca, token, path, *, stream=False, body=None):
     headers = {"Authorization": "Bearer " + token} if token else {}
-    return requests.post(base + "/v2/models/%s/%s" % (MODEL, path), json=body or {"text_input": "probe"},
-                         headers=headers, verify=ca, stream=stream, timeout=30)
+    return requests.post(
+        base + f"/v2/models/{MODEL}/{path}",
+        json=body or {"text_input": "probe"},
+        headers=headers,
+        verify=ca,
+        stream=stream,
+        timeout=30,
+    )
 
 
 def burst(base, ca, token, n):
     out = {"statuses": [], "first_429": None}
     with requests.Session() as s:
         for _ in range(int(n)):
-            r = s.post(base + "/v2/models/%s/generate" % MODEL, json={"text_input": "probe"},
-                       headers={"Authorization": "Bearer " + token}, verify=ca, timeout=30)
+            r = s.post(
+                base + f"/v2/models/{MODEL}/generate",
+                json={"text_input": "probe"},
+                headers={"Authorization": "Bearer " + token},
+                verify=ca,
+                timeout=30,
+            )
             out["statuses"].append(r.status_code)
             if r.status_code == 429 and out["first_429"] is None:
-                out["first_429"] = {"retry_after": r.headers.get("Retry-After"),
-                                    "content_type": r.headers.get("Content-Type"), "body": r.json()}
+                out["first_429"] = {
+                    "retry_after": r.headers.get("Retry-After"),
+                    "content_type": r.headers.get("Content-Type"),
+                    "body": r.json(),
+                }
     return out
 
 
@@ -44,10 +58,15 @@ def sse(base, ca, token):
     for line in r.iter_lines():
         if line.startswith(b"data:"):
             events.append({"t": round(time.monotonic() - t0, 3), "data": json.loads(line[5:])})
-    return {"status": r.status_code, "content_type": r.headers.get("Content-Type"),
-            "events": len(events), "first_event_s": events[0]["t"] if events else None,
-            "last_event_s": events[-1]["t"] if events else None, "total_s": round(time.monotonic() - t0, 3),
-            "sub_seen_upstream": events[0]["data"]["seen"]["x_auth_sub"] if events else None}
+    return {
+        "status": r.status_code,
+        "content_type": r.headers.get("Content-Type"),
+        "events": len(events),
+        "first_event_s": events[0]["t"] if events else None,
+        "last_event_s": events[-1]["t"] if events else None,
+        "total_s": round(time.monotonic() - t0, 3),
+        "sub_seen_upstream": events[0]["data"]["seen"]["x_auth_sub"] if events else None,
+    }
 
 
 def streams(base, ca, token, n):
@@ -91,8 +110,12 @@ def grpc_calls(target, ca, token):
     call("live_no_token", stub.ServerLive, pb.ServerLiveRequest(), [])
     call("infer_token", stub.ModelInfer, pb.ModelInferRequest(model_name=MODEL), auth)
     call("infer_no_token", stub.ModelInfer, pb.ModelInferRequest(model_name=MODEL), [])
-    call("infer_bad_token", stub.ModelInfer, pb.ModelInferRequest(model_name=MODEL),
-         [("authorization", "Bearer " + token[:-4] + "AAAA")])
+    call(
+        "infer_bad_token",
+        stub.ModelInfer,
+        pb.ModelInferRequest(model_name=MODEL),
+        [("authorization", "Bearer " + token[:-4] + "AAAA")],
+    )
     call("repository_index", stub.RepositoryIndex, pb.RepositoryIndexRequest(), auth)
     call("repository_unload", stub.RepositoryModelUnload, pb.RepositoryModelUnloadRequest(model_name=MODEL), auth)
     call("statistics", stub.ModelStatistics, pb.ModelStatisticsRequest(), auth)

@@ -81,8 +81,9 @@ def make_tokens(d, iss, aud):
         "wrong_aud": tok("alice", aud="someone-else"),
         "wrong_iss": tok("alice", iss="https://evil.example"),
         "no_exp": tok("alice", exp=None),
-        "unknown_kid": jwt.encode(dict(base, sub="alice"), rd("rs1.key"), algorithm="RS256",
-                                  headers={"kid": "no-such-kid"}),
+        "unknown_kid": jwt.encode(
+            dict(base, sub="alice"), rd("rs1.key"), algorithm="RS256", headers={"kid": "no-such-kid"}
+        ),
         "missing_claim": tok("alice", scope=None),
         "wrong_model": tok("alice", models=["some-other-model"]),
         "bob": tok("bob"),
@@ -96,14 +97,18 @@ def make_tokens(d, iss, aud):
     other = tok("mallory").split(".")
     t["bad_signature"] = ".".join(good[:2] + [other[2]])
     # a forged token for "victim": signed with a key the gateway does not have, under a real kid
-    t["forged_victim"] = jwt.encode(dict(base, sub="victim"), rd("rogue.key"), algorithm="RS256",
-                                    headers={"kid": "rs1"})
+    t["forged_victim"] = jwt.encode(
+        dict(base, sub="victim"), rd("rogue.key"), algorithm="RS256", headers={"kid": "rs1"}
+    )
     # alg none (unsigned)
     t["alg_none"] = raw_token({"alg": "none", "kid": "rs1"}, dict(base, sub="alice"), lambda si: b"")
     # HS256 "signed" with the RSA public key as HMAC secret (key confusion)
     pub = rd("rs1.pub").encode()
-    t["hs256_rsa_pub"] = raw_token({"alg": "HS256", "kid": "rs1", "typ": "JWT"}, dict(base, sub="alice"),
-                                   lambda si: hmac.new(pub, si, hashlib.sha256).digest())
+    t["hs256_rsa_pub"] = raw_token(
+        {"alg": "HS256", "kid": "rs1", "typ": "JWT"},
+        dict(base, sub="alice"),
+        lambda si: hmac.new(pub, si, hashlib.sha256).digest(),
+    )
     return t
 
 

@@ -73,8 +73,7 @@ class Handler(BaseHTTPRequestHandler):
             except ValueError:
                 return self._json(400, {"error": "bad json"})
             text = str(req.get("text_input", ""))
-            self._json(200, {"model_name": parts[2], "text_output": "standin:" + str(len(text)),
-                             "seen": self._seen()})
+            self._json(200, {"model_name": parts[2], "text_output": "standin:" + str(len(text)), "seen": self._seen()})
         elif len(parts) >= 4 and parts[:2] == ["v2", "models"] and parts[-1] == "generate_stream":
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream; charset=utf-8")
@@ -82,7 +81,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             for i in range(EVENTS):
-                ev = {"model_name": parts[2], "text_output": "tok%d" % i, "t": time.time(), "seen": self._seen()}
+                ev = {"model_name": parts[2], "text_output": f"tok{i}", "t": time.time(), "seen": self._seen()}
                 data = ("data: " + json.dumps(ev) + "\n\n").encode()
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
                 self.wfile.flush()
@@ -111,15 +110,16 @@ def _pb_field1_string(msg):
         i += 1
         if key == 0x0A:
             n = msg[i]
-            return msg[i + 1:i + 1 + n].decode(errors="replace")
+            return msg[i + 1 : i + 1 + n].decode(errors="replace")
         break
     return ""
 
 
 def serve_grpc():
     try:
-        import grpc
         from concurrent import futures
+
+        import grpc
     except ImportError:
         print("stand-in: python3-grpcio missing, gRPC disabled", file=sys.stderr)
         return None
@@ -131,7 +131,7 @@ def serve_grpc():
 
     def seen(ctx):
         md = dict(ctx.invocation_metadata())
-        return "sub=%s;auth=%s" % (md.get("x-auth-sub", ""), "authorization" in md)
+        return "sub={};auth={}".format(md.get("x-auth-sub", ""), "authorization" in md)
 
     def infer(req, ctx):
         ctx.set_trailing_metadata((("x-standin-seen", seen(ctx)),))
@@ -154,7 +154,7 @@ def serve_grpc():
 
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
     server.add_generic_rpc_handlers((Generic(),))
-    server.add_insecure_port("%s:%d" % (BIND, GRPC_PORT))
+    server.add_insecure_port(f"{BIND}:{GRPC_PORT}")
     server.start()
     return server
 
@@ -164,7 +164,7 @@ def main():
     httpd = ThreadingHTTPServer((BIND, HTTP_PORT), Handler)
     httpd.daemon_threads = True
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    print("triton stand-in: http %s:%d grpc %s" % (BIND, HTTP_PORT, "on" if grpc_server else "off"), flush=True)
+    print(f"triton stand-in: http {BIND}:{HTTP_PORT} grpc {'on' if grpc_server else 'off'}", flush=True)
     try:
         while True:
             time.sleep(3600)
