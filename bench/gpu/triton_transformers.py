@@ -79,6 +79,12 @@ def main():
     ap.add_argument("--context", type=int, default=2048)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--out", default=".")
+    ap.add_argument("--backend-config", action="append", default=[], help="passed to tritonserver, repeatable")
+    ap.add_argument("--port-offset", type=int, default=0)
+    ap.add_argument("--server-arg", action="append", default=[], help="extra tritonserver argument, repeatable")
+    ap.add_argument("--cpu-instance", action="store_true",
+                    help="KIND_CPU instance with gpu_device_ids (the model places itself on the GPU)")
+    ap.add_argument("--quick", action="store_true", help="one short request instead of the benchmark")
     ap.add_argument("--server-pythonpath", default="",
                     help="PYTHONPATH of the python backend stub (it embeds libpython, not this venv)")
     a = ap.parse_args()
@@ -111,7 +117,12 @@ def main():
         p = repo_dir / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
-    (out / "config.pbtxt").write_text(repo[f"{repo.entry_model}/config.pbtxt"])
+    cfg_path = repo_dir / repo.entry_model / "config.pbtxt"
+    if a.cpu_instance and "KIND_GPU" in cfg_path.read_text():
+        text = cfg_path.read_text().replace("kind: KIND_GPU", "kind: KIND_CPU").replace("    gpus: [ 0 ]\n", "")
+        text += 'parameters {\n  key: "gpu_device_ids"\n  value {\n    string_value: "0"\n  }\n}\n'
+        cfg_path.write_text(text)
+    (out / "config.pbtxt").write_text(cfg_path.read_text())
 
     import site
 
@@ -122,14 +133,17 @@ def main():
            f"--model-repository={repo_dir}", "--model-control-mode=explicit",
            *[f"--load-model={n}" for n in repo.load_models], "--http-address=127.0.0.1", "--grpc-address=127.0.0.1",
            "--metrics-address=127.0.0.1", "--allow-metrics=true", "--allow-gpu-metrics=true",
-           "--metrics-config=histogram_latencies=true", "--log-verbose=0"]
+           "--metrics-config=histogram_latencies=true", "--log-verbose=0",
+           f"--http-port={8000 + a.port_offset}", f"--grpc-port={8001 + a.port_offset}",
+           f"--metrics-port={8002 + a.port_offset}", *[f"--backend-config={c}" for c in a.backend_config], *a.server_arg]
+    http = f"http://127.0.0.1:{8000 + a.port_offset}"
     t0 = time.time()
-    log = open(out / "tritonserver.log", "w")
+    log = open(out / f"tritonserver{a.port_offset}.log", "w")
     srv = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
     ready = False
     for _ in range(600):
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:8000/v2/models/{repo.entry_model}/ready", timeout=2) as r:
+            with urllib.request.urlopen(f"{http}/v2/models/{repo.entry_model}/ready", timeout=2) as r:
                 ready = r.status == 200
         except Exception:  # noqa: BLE001
             ready = False
@@ -138,13 +152,22 @@ def main():
         time.sleep(0.5)
     report["server_start_to_model_ready_seconds"] = round(time.time() - t0, 1)
     print("ready" if ready else "NOT READY", report["server_start_to_model_ready_seconds"], "s")
-    if ready:
+    if ready and a.quick:
+        body = json.dumps({"text_input": "hello world " * 200, "max_tokens": 8, "temperature": 0.0}).encode()
+        req = urllib.request.Request(f"{http}/v2/models/{repo.entry_model}/generate", data=body, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=120) as r:
+                report["quick"] = json.loads(r.read())
+        except Exception as exc:  # noqa: BLE001
+            report["quick"] = f"FAILED: {exc}"
+        print("quick:", report["quick"])
+    elif ready:
         bench = subprocess.run(
             [sys.executable, str(ROOT / "tools" / "bench-triton-generate"), "--model", repo.entry_model,
-             "--tokenizer", str(ckpt), "--prompt-tokens", "512", "--new-tokens", "128", "--concurrency", "1", "16",
+             "--port", str(8000 + a.port_offset), "--tokenizer", str(ckpt), "--prompt-tokens", "512", "--new-tokens", "128", "--concurrency", "1", "16",
              "--json", str(out / "bench.json")], capture_output=True, text=True, check=False)
         print(bench.stdout[-4000:], bench.stderr[-2000:])
-        with urllib.request.urlopen("http://127.0.0.1:8002/metrics", timeout=5) as r:
+        with urllib.request.urlopen(f"http://127.0.0.1:{8002 + a.port_offset}/metrics", timeout=5) as r:
             metrics = r.read().decode()
         (out / "metrics.txt").write_text(metrics)
         report["nv_gpu_metric_names"] = sorted({ln.split("{")[0].split(" ")[0] for ln in metrics.splitlines()
@@ -157,7 +180,7 @@ def main():
         srv.wait(timeout=30)
     except subprocess.TimeoutExpired:
         srv.kill()
-    (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
+    (out / f"report{a.port_offset}.json").write_text(json.dumps(report, indent=1, default=str))
 
 
 if __name__ == "__main__":

@@ -123,10 +123,18 @@ class TritonPythonModel:
             max_seq_len=int(params.get("max_seq_len", "4096")),
         )
         kind = str(args.get("model_instance_kind", "CPU")).upper()
-        if kind == "GPU":
+        # gpu_device_ids ("0;1": one entry per instance) places a KIND_CPU instance's model on a GPU, as
+        # TRT-LLM's llmapi model does: Triton then hands the stub CPU tensors only, and the model owns its GPU.
+        gpu_ids = [g for g in params.get("gpu_device_ids", "").split(";") if g.strip()]
+        if kind == "GPU" or gpu_ids:
             if not torch.cuda.is_available():
-                raise pb_utils.TritonModelException("instance kind GPU but torch sees no CUDA device")
-            self.device = torch.device("cuda:{}".format(args.get("model_instance_device_id", "0")))
+                raise pb_utils.TritonModelException("a GPU instance was asked for but torch sees no CUDA device")
+            if gpu_ids:
+                index = int(str(args.get("model_instance_name", "_0")).rsplit("_", 1)[-1] or 0)
+                device_id = gpu_ids[index % len(gpu_ids)].split(",")[0].strip()
+            else:
+                device_id = args.get("model_instance_device_id", "0")
+            self.device = torch.device(f"cuda:{device_id}")
             dtype = getattr(torch, _DTYPES.get(params.get("dtype", "bfloat16"), "bfloat16"))
         else:
             self.device = torch.device("cpu")
