@@ -45,7 +45,8 @@ molecule-all: venv images ## Every Molecule scenario (role scenarios, then whole
 
 test: lint unit molecule-all ## Everything CI runs: lint + unit + every Molecule scenario
 
-lab: venv images ## Bring up the lab fleet and converge site.yml on it
+lab: venv images ## Bring up the lab fleet, converge site.yml on it and stream a first token
+	tools/build-lab-image
 	tools/lab up
 	tools/lab converge
 
