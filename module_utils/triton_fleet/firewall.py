@@ -46,7 +46,7 @@ def _ports(service, where):
     return sorted(set(out))
 
 
-def plan(host, groups, addresses, services, admin_networks, ssh_port=22):
+def plan(host, groups, addresses, services, admin_networks, ssh_port=22):  # noqa: PLR0917 - mirrors the module options
     """Compute the allow-list of ``host``.
 
     groups: inventory groups (name -> list of hosts), as Ansible's ``groups`` variable.
@@ -159,7 +159,7 @@ def render(plan_result, trusted_interfaces=("lo",), default_policy="drop"):
         if not re.match(r"^[A-Za-z0-9_.*+-]{1,15}$", iface):
             raise FirewallError(f"trusted interface {iface!r} is not an interface name")
     body = [
-        "type filter hook prerouting priority %d; policy accept;" % PRIORITY,
+        f"type filter hook prerouting priority {PRIORITY}; policy accept;",
         "fib daddr type != local accept",
     ]
     body += [f'iifname "{i}" accept' for i in trusted_interfaces]
