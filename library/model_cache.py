@@ -173,6 +173,11 @@ def main():
             module.exit_json(changed=changed, manifest=manifest, digest=content_digest(manifest),
                              files=len(manifest["files"]),
                              bytes=sum(m["size"] for m in manifest["files"].values()))
+        if p["state"] == "present" and p["manifest"] is None and not p["url"] and not p["manifest_url"]:
+            # A missing shared mount is the usual cause: name it before looking for its manifest.
+            for src in p["sources"]:
+                if not os.path.isdir(src):
+                    raise ManifestError(f"source {src} does not exist on {os.uname()[1]}; mount the shared path or fix the source")
         manifest = _manifest(p)
         if "config.json" not in manifest["files"]:
             raise ManifestError("the manifest lists no config.json: it does not describe a Hugging Face checkpoint")

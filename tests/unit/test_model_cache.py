@@ -162,3 +162,26 @@ def test_shared_source_with_published_manifest(ckpt, tmp_path):
     assert res["changed"] and res["digest"] == pub["digest"]
     nomani = run_module(model_cache, {"state": "present", "dest": dest, "sources": [str(tmp_path)]})
     assert nomani["failed"] and "no manifest" in nomani["msg"]
+
+
+def test_missing_shared_source_is_named(tmp_path, monkeypatch):
+    import io
+    import json as _json
+    from contextlib import redirect_stdout
+
+    import model_cache
+    from ansible.module_utils import basic
+    from ansible.module_utils.common.text.converters import to_bytes
+
+    missing = str(tmp_path / "not-mounted")
+    args = {"state": "present", "dest": str(tmp_path / "dest"), "sources": [missing]}
+    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(_json.dumps({"ANSIBLE_MODULE_ARGS": args})))
+    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        try:
+            model_cache.main()
+        except SystemExit:
+            pass
+    out = _json.loads(buf.getvalue()[buf.getvalue().index("{"):])
+    assert out["failed"] and missing in out["msg"] and "mount the shared path" in out["msg"]
