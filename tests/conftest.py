@@ -4,7 +4,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
 
 for p in (ROOT / "module_utils", ROOT / "library"):
     if str(p) not in sys.path:
