@@ -3,9 +3,12 @@
 
 usage: make_tokens.py keys DIR            -> writes RSA/EC/PS key pairs + an HMAC secret into DIR
        make_tokens.py tokens DIR ISS AUD  -> prints {"name": "token", ...} as JSON
+       make_tokens.py short DIR ISS AUD SECONDS -> prints one valid rs1 token (sub "shorty",
+                                          premium) that expires SECONDS from now
 
-Valid tokens carry scope "infer" and models ["qwen3-tiny"]; each invalid token breaks exactly
-one thing. Needs pyjwt[crypto] (controller venv).
+Valid tokens carry scope "infer" and models ["qwen3-tiny", "qwen3-small"] (the two served
+models); "tiny_only" lists only qwen3-tiny; each invalid token breaks exactly one thing.
+Needs pyjwt[crypto] (controller venv).
 """
 
 import base64
@@ -56,7 +59,14 @@ def make_tokens(d, iss, aud):
             return fh.read()
 
     now = int(time.time())
-    base = {"iss": iss, "aud": aud, "iat": now, "exp": now + 3600, "scope": "infer", "models": ["qwen3-tiny"]}
+    base = {
+        "iss": iss,
+        "aud": aud,
+        "iat": now,
+        "exp": now + 3600,
+        "scope": "infer",
+        "models": ["qwen3-tiny", "qwen3-small"],
+    }
 
     def tok(sub, key="rs1", alg="RS256", **over):
         claims = dict(base, sub=sub)
@@ -86,6 +96,7 @@ def make_tokens(d, iss, aud):
         ),
         "missing_claim": tok("alice", scope=None),
         "wrong_model": tok("alice", models=["some-other-model"]),
+        "tiny_only": tok("tina", models=["qwen3-tiny"], tier="premium"),
         "bob": tok("bob"),
         "carol": tok("carol"),
         "victim": tok("victim"),
@@ -117,6 +128,20 @@ def main(argv):
         make_keys(argv[2])
     elif len(argv) == 5 and argv[1] == "tokens":
         print(json.dumps(make_tokens(argv[2], argv[3], argv[4]), indent=1))
+    elif len(argv) == 6 and argv[1] == "short":
+        now = int(time.time())
+        claims = {
+            "iss": argv[3],
+            "aud": argv[4],
+            "sub": "shorty",
+            "iat": now,
+            "exp": now + int(argv[5]),
+            "scope": "infer",
+            "models": ["*"],
+            "tier": "premium",
+        }
+        with open(os.path.join(argv[2], "rs1.key"), encoding="utf-8") as fh:
+            print(jwt.encode(claims, fh.read(), algorithm="RS256", headers={"kid": "rs1"}))
     else:
         sys.exit(__doc__)
     return 0

@@ -7,7 +7,8 @@ installed), for the gateway to be tested without a model:
 
 * GET  /v2/health/live|ready, /v2/models/<m>[/ready]
 * POST /v2/models/<m>/generate, /infer: JSON answer that echoes what the gateway forwarded
-  (X-Auth-Sub, X-Auth-Class, whether an Authorization header arrived, X-Request-ID)
+  (X-Auth-Sub, X-Auth-Class, whether an Authorization header arrived, X-Request-ID), after
+  STANDIN_GENERATE_MS milliseconds (default 0; the gateway benchmark sets a model-like service time)
 * POST /v2/models/<m>/generate_stream: SSE, STANDIN_EVENTS events STANDIN_DELAY s apart
 * any other path (repository, logging, trace, shared memory, stats): 200 with
   {"standin_admin": true}, so a 404 seen by a client can only come from the gateway
@@ -26,6 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 EVENTS = int(os.environ.get("STANDIN_EVENTS", "6"))
 DELAY = float(os.environ.get("STANDIN_DELAY", "0.5"))
+GENERATE_S = float(os.environ.get("STANDIN_GENERATE_MS", "0")) / 1000.0
 HTTP_PORT = int(os.environ.get("STANDIN_HTTP_PORT", "8000"))
 GRPC_PORT = int(os.environ.get("STANDIN_GRPC_PORT", "8001"))
 BIND = os.environ.get("STANDIN_BIND", "0.0.0.0")
@@ -75,6 +77,8 @@ class Handler(BaseHTTPRequestHandler):
             except ValueError:
                 return self._json(400, {"error": "bad json"})
             text = str(req.get("text_input", ""))
+            if GENERATE_S > 0:
+                time.sleep(GENERATE_S)
             self._json(200, {"model_name": parts[2], "text_output": "standin:" + str(len(text)), "seen": self._seen()})
         elif len(parts) >= 4 and parts[:2] == ["v2", "models"] and parts[-1] == "generate_stream":
             self.send_response(200)
@@ -163,6 +167,9 @@ def serve_grpc():
 
 def main():
     grpc_server = serve_grpc()
+    # the default listen backlog (5) drops SYNs when a benchmark opens its connections at once,
+    # and each drop costs a 1 s retransmit in the latency figures
+    ThreadingHTTPServer.request_queue_size = 256
     httpd = ThreadingHTTPServer((BIND, HTTP_PORT), Handler)
     httpd.daemon_threads = True
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
