@@ -10,8 +10,8 @@
 //   jwt_policy { algorithms, issuer, audience, leeway, scope_claim, scope_value,
 //                models_claim, served_models, class_claim, classes, default_class, cache_ttl }
 // Result (headers of the 2xx/401/403 answer, read with auth_request_set):
-//   X-Auth-Sub, X-Auth-Class (+ X-Accel-Expires, the cache lifetime) on success; X-Auth-Error (a short, fixed reason code for
-//   the log and the JSON body) on 401 / 403. nginx maps the reason to WWW-Authenticate.
+//   X-Auth-Sub, X-Auth-Class (+ X-Accel-Expires, the cache lifetime) on success;
+//   X-Auth-Error (a short, fixed reason code for the log and the JSON body) on 401 / 403. nginx maps the reason to WWW-Authenticate.
 // A key is bound to ONE algorithm: the token's `alg` must be in the allow-list AND equal
 // the key's `alg`, so an RSA public key can never be used as an HMAC secret, and `none`
 // never verifies. `kid` is only a lookup into our own map (never jku/x5u).
