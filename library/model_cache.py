@@ -75,7 +75,7 @@ EXAMPLES = r"""
 - name: Hash the exported checkpoint on the controller
   model_cache:
     state: manifest
-    path: /work/main/.cache/models/qwen3-tiny
+    path: /srv/triton-fleet/models/qwen3-tiny
   delegate_to: localhost
   run_once: true
   register: ckpt
