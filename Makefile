@@ -24,8 +24,9 @@ venv: $(BIN)/ansible-playbook ## Create .venv (Python >= 3.12) with the pinned t
 docker: ## Install and start Docker and the apt cache when missing (idempotent)
 	tools/ensure-docker
 
-images: docker ## Build the base image (reused while its recipe is unchanged)
-	tools/images base
+images: docker ## Build the base images, Debian 12 and 13 (each reused while its recipe is unchanged)
+	tools/images base bookworm
+	tools/images base trixie
 
 # Code that runs on managed hosts: modules, their module_utils, Python files roles copy to hosts.
 NODE_PY := library $(wildcard roles/*/library) module_utils $(wildcard roles/*/files)
