@@ -24,16 +24,22 @@ venv: $(BIN)/ansible-playbook ## Create .venv (Python >= 3.12) with the pinned t
 docker: ## Install and start Docker and the apt cache when missing (idempotent)
 	tools/ensure-docker
 
-images: docker ## Build the base image (reused while its recipe is unchanged)
-	tools/images base
+images: docker ## Build the base images, Debian 12 and 13 (each reused while its recipe is unchanged)
+	tools/images base bookworm
+	tools/images base trixie
 
-lint: venv ## yamllint, ansible-lint (production profile), ruff
+# Code that runs on managed hosts: modules, their module_utils, Python files roles copy to hosts.
+NODE_PY := library $(wildcard roles/*/library) module_utils $(wildcard roles/*/files)
+
+lint: venv ## yamllint, ansible-lint (production profile), ruff, vermin (host code runs on Python 3.9+)
 	yamllint -s .
 	ansible-lint
 	ruff check .
+	vermin --no-tips --violations --eval-annotations --target=3.9- $(NODE_PY)
 
-unit: venv ## pytest unit tests
+unit: venv ## pytest unit tests, then the node-side ones under every target Python 3.9-3.12 found
 	tools/run-unit
+	tools/run-node-tests
 
 molecule: venv images ## One role's Molecule test: make molecule ROLE=host_baseline [SCENARIO=default]
 	@test -n "$(ROLE)" || { echo "Name the role: make molecule ROLE=<role> (roles: $$(ls roles | tr '\n' ' '))"; exit 2; }

@@ -28,8 +28,13 @@ options:
     type: str
     default: lspci
 attributes:
-  check_mode: {support: full}
-  diff_mode: {support: none}
+  check_mode:
+    description: Can run in check mode and return the changed status without modifying the target.
+    support: full
+    details: Read-only, reads nvidia-smi and /proc; the same in check mode.
+  diff_mode:
+    description: Returns details on what has changed (or would change in check mode) when run with C(--diff).
+    support: none
 author: triton-fleet
 """
 
@@ -51,6 +56,7 @@ ansible_facts:
   description: Facts to add to ansible_facts.
   returned: always
   type: dict
+  sample: {triton_fleet_gpus: {driver_version: "580.159.04", cuda_version: "13.0", count: 1}}
   contains:
     triton_fleet_gpus:
       description: GPU facts of the host.

@@ -6,7 +6,7 @@ DOCUMENTATION = r"""
 module: llm_plan
 short_description: Choose runtime, precision, TP and limits for a model on a GPU group; return the serving profile
 description:
-  - Computes the profile of C(docs/profile.md) with C(module_utils/triton_fleet/planner.py): weights and KV-cache
+  - Computes the profile of C(docs/profile.md) with C(module_utils/triton_fleet/planner.py) - weights and KV-cache
     memory per GPU, the precision and tensor parallelism that fit the requested context length and
     concurrency, the runtime for the GPU and the pinned Triton image, the predicted bs=1 decode speed, the
     alternatives considered with the reason each was rejected, and the profile fingerprint.
@@ -109,8 +109,13 @@ options:
     type: float
     default: 0.9
 attributes:
-  check_mode: {support: full}
-  diff_mode: {support: none}
+  check_mode:
+    description: Can run in check mode and return the changed status without modifying the target.
+    support: full
+    details: Pure computation; the same in check mode.
+  diff_mode:
+    description: Returns details on what has changed (or would change in check mode) when run with C(--diff).
+    support: none
 author: triton-fleet
 """
 
@@ -134,15 +139,14 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-profile: {description: The profile (single mode)., returned: single mode success, type: dict}
-fingerprint: {description: The profile fingerprint (single mode)., returned: single mode success, type: str}
-profiles: {description: Group name -> profile (fleet mode)., returned: fleet mode success, type: dict}
-host_groups: {description: Host -> the group whose profile it serves (fleet mode)., returned: fleet mode, type: dict}
-table: {description: Readable plan, one line per element., returned: success, type: list, elements: str}
-alternatives: {description: Candidates rejected, with reasons (single mode failure)., returned: failure, type: list}
-options: {description: What would fit instead (single mode failure)., returned: failure, type: list}
-errors: {description: Every planning error (fleet mode failure)., returned: fleet mode failure, type: list}
-"""
+profile: {description: The profile (single mode)., returned: single mode success, type: dict, sample: {name: qwen3-14b_a100-80gb-sxm-x1_bf16_tp1_trtllm-engine, group: gpu_a100, runtime: trtllm-engine, device: gpu, fingerprint: cbdc19e13624fab7f2735a48b0749bd534f7ce09d646c5fafa3f1f1a4c7a96f5}}
+fingerprint: {description: The profile fingerprint (single mode)., returned: single mode success, type: str, sample: cbdc19e13624fab7f2735a48b0749bd534f7ce09d646c5fafa3f1f1a4c7a96f5}
+profiles: {description: Group name -> profile (fleet mode)., returned: fleet mode success, type: dict, sample: {gpu_a100: {name: qwen3-14b_a100-80gb-sxm-x1_bf16_tp1_trtllm-engine, runtime: trtllm-engine}}}
+host_groups: {description: Host -> the group whose profile it serves (fleet mode)., returned: fleet mode, type: dict, sample: {node1: gpu_a100, node2: gpu_a100}}
+table: {description: Readable plan, one line per element., returned: success, type: list, elements: str, sample: ["runtime     trtllm-engine (A100 80GB SXM, image has TensorRT-LLM)"]}
+alternatives: {description: Candidates rejected, with reasons (single mode failure)., returned: failure, type: list, sample: [{precision: bf16, tp: 1, reason: "KV cache for 16 x 32768 tokens needs 96 GiB, 51 GiB free"}]}
+options: {description: What would fit instead (single mode failure)., returned: failure, type: list, sample: ["context_length 8192 at concurrency 16 fits with bf16 tp1"]}
+errors: {description: Every planning error (fleet mode failure)., returned: fleet mode failure, type: list, sample: ["group gpu_a10 is not homogeneous: node3 has 2 x A10 where node4 has 1 x A10"]}"""
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.triton_fleet.planner import PlanError, format_table, gpu_from_facts, plan, plan_fleet

@@ -59,6 +59,15 @@ options:
     description: For C(manifest) also write C(.triton-fleet-manifest.json) into I(path) (to publish a shared or HTTP source).
     type: bool
     default: false
+attributes:
+  check_mode:
+    description: Can run in check mode and return the changed status without modifying the target.
+    support: full
+    details: Check mode verifies I(dest) and reports the files it would copy.
+  diff_mode:
+    description: Returns details on what has changed (or would change in check mode) when run with C(--diff).
+    support: full
+    details: The diff names the files missing or corrupt before, and the verified file count after.
 author: triton-fleet
 """
 
@@ -66,7 +75,7 @@ EXAMPLES = r"""
 - name: Hash the exported checkpoint on the controller
   model_cache:
     state: manifest
-    path: /work/main/.cache/models/qwen3-tiny
+    path: /srv/triton-fleet/models/qwen3-tiny
   delegate_to: localhost
   run_once: true
   register: ckpt
@@ -78,13 +87,12 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-manifest: {description: The checkpoint manifest., returned: always, type: dict}
-digest: {description: sha256 of the manifest's file map., returned: always, type: str}
-valid: {description: I(dest) holds exactly the manifest's files, sha256-verified., returned: when state is verified, type: bool}
-need: {description: Files that must still come from the source., returned: when state is verified, type: list}
-copied: {description: Files copied or downloaded., returned: when state is present, type: list}
-bytes_copied: {description: Bytes copied or downloaded., returned: when state is present, type: int}
-"""
+manifest: {description: The checkpoint manifest., returned: always, type: dict, sample: {schema_version: 1, files: {config.json: {size: 726, sha256: 5f2c...}}}}
+digest: {description: sha256 of the manifest's file map., returned: always, type: str, sample: 3f6a2e9b0c1d4e5f60718293a4b5c6d7e8f90123456789abcdef0123456789ab}
+valid: {description: I(dest) holds exactly the manifest's files, sha256-verified., returned: when state is verified, type: bool, sample: true}
+need: {description: Files that must still come from the source., returned: when state is verified, type: list, sample: [model.safetensors]}
+copied: {description: Files copied or downloaded., returned: when state is present, type: list, sample: [config.json, model.safetensors]}
+bytes_copied: {description: Bytes copied or downloaded., returned: when state is present, type: int, sample: 1048576}"""
 
 import json
 import os
@@ -197,10 +205,11 @@ def main():
         before = res["before"]
         result = dict(changed=res["changed"], manifest=manifest, digest=digest, path=p["dest"],
                       copied=res["copied"], reused=res["reused"], bytes_copied=res["bytes_copied"])
-        if res["changed"]:
+        if res["changed"] and module._diff:
             result["diff"] = {"before": "{}: {}\n".format(p["dest"], describe_problems(before) if os.path.isdir(p["dest"])
                                                      else "absent"),
                               "after": "{}: {} files sha256-verified\n".format(p["dest"], len(manifest["files"]))}
+        if res["changed"]:
             result["msg"] = "{} {} {} file(s), reused {}".format(p["dest"], "would copy" if module.check_mode else
                                                              "copied", len(res["copied"]), len(res["reused"]))
         else:

@@ -85,9 +85,13 @@ options:
     default: true
 attributes:
   check_mode:
+    description: Can run in check mode and return the changed status without modifying the target.
     support: full
+    details: Check mode renders and validates the rules (C(nft -c)) without replacing the file.
   diff_mode:
+    description: Returns details on what has changed (or would change in check mode) when run with C(--diff).
     support: full
+    details: The diff is the nftables script before and after.
 author:
   - triton-fleet contributors
 """
@@ -114,6 +118,7 @@ path:
   description: The script path.
   returned: success
   type: str
+  sample: /etc/triton-fleet/firewall.nft
 """
 
 import os

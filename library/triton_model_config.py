@@ -63,6 +63,15 @@ options:
     description: Mode of the files written (directories get the matching execute bits).
     type: str
     default: "0644"
+attributes:
+  check_mode:
+    description: Can run in check mode and return the changed status without modifying the target.
+    support: full
+    details: Check mode renders and validates the repository and reports C(changed_files) without writing.
+  diff_mode:
+    description: Returns details on what has changed (or would change in check mode) when run with C(--diff).
+    support: full
+    details: One diff per added, changed or removed file.
 author: triton-fleet
 """
 
@@ -82,23 +91,28 @@ changed_files:
   type: list
   elements: str
   returned: always
+  sample: [qwen3-tiny/config.pbtxt, qwen3-tiny/1/model.py]
 content_hash:
   description: sha256 over the repository's paths and contents; changes whenever any file changes.
   type: str
   returned: always
+  sample: 7d2f0c3b9e8a41f6b5c4d3e2a1f09e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a29
 entry_model:
   description: The model clients call (the served name).
   type: str
   returned: always
+  sample: qwen3-tiny
 load_models:
   description: The models to load with C(--model-control-mode=explicit).
   type: list
   elements: str
   returned: always
+  sample: [qwen3-tiny]
 runtime:
   description: The runtime rendered.
   type: str
   returned: always
+  sample: transformers
 """
 
 import os

@@ -89,6 +89,15 @@ options:
     description: For C(verified) compare sizes only instead of sha256.
     type: bool
     default: false
+attributes:
+  check_mode:
+    description: Can run in check mode and return the changed status without modifying the target.
+    support: full
+    details: Check mode reports whether a build, copy, prune or switch would happen; it runs no build step.
+  diff_mode:
+    description: Returns details on what has changed (or would change in check mode) when run with C(--diff).
+    support: full
+    details: The diff describes the artifact's state before and after.
 author: triton-fleet
 """
 
@@ -103,7 +112,7 @@ EXAMPLES = r"""
     state: present
     fingerprint: "{{ triton_fleet_profile['fingerprint'] }}"
     manifest: "{{ hostvars[builder]['engine']['manifest'] }}"
-    sources: [/var/lib/triton-fleet/engines/.staging/{{ triton_fleet_profile['fingerprint'] }}]
+    sources: ["/var/lib/triton-fleet/engines/.staging/{{ triton_fleet_profile['fingerprint'] }}"]
 
 - name: Keep three fingerprints for rollback
   trtllm_engine:
@@ -112,18 +121,17 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-fingerprint: {description: Fingerprint acted on., returned: always, type: str}
-path: {description: Artifact directory (engine dir, or the checkpoint dir for runtimes without a build step)., returned: always, type: str}
-build_required: {description: False for trtllm-llmapi / transformers., returned: when state is built or verified, type: bool}
-built: {description: True when an engine was (or in check mode would be) built., returned: when state is built, type: bool}
-valid: {description: The artifact is present and every file matches its sha256., returned: when state is verified, type: bool}
-digest: {description: sha256 of the manifest's file map (identical on hosts holding identical artifacts)., returned: when valid, type: str}
-manifest: {description: The artifact manifest., returned: when valid or built, type: dict}
-commands: {description: The exact argv of every build step., returned: when state is built, type: list}
-copied: {description: Files copied into place., returned: when state is present, type: list}
-removed: {description: Fingerprints pruned., returned: when state is pruned, type: list}
-output_tail: {description: Last output of a failed step., returned: on build failure, type: str}
-"""
+fingerprint: {description: Fingerprint acted on., returned: always, type: str, sample: cbdc19e13624fab7f2735a48b0749bd534f7ce09d646c5fafa3f1f1a4c7a96f5}
+path: {description: Artifact directory (engine dir, or the checkpoint dir for runtimes without a build step)., returned: always, type: str, sample: /var/lib/triton-fleet/engines/cbdc19e13624fab7f2735a48b0749bd534f7ce09d646c5fafa3f1f1a4c7a96f5}
+build_required: {description: False for trtllm-llmapi / transformers., returned: when state is built or verified, type: bool, sample: true}
+built: {description: True when an engine was (or in check mode would be) built., returned: when state is built, type: bool, sample: true}
+valid: {description: The artifact is present and every file matches its sha256., returned: when state is verified, type: bool, sample: true}
+digest: {description: sha256 of the manifest's file map (identical on hosts holding identical artifacts)., returned: when valid, type: str, sample: 3f6a2e9b0c1d4e5f60718293a4b5c6d7e8f90123456789abcdef0123456789ab}
+manifest: {description: The artifact manifest., returned: when valid or built, type: dict, sample: {schema_version: 1, fingerprint: cbdc19e1..., files: {rank0.engine: {size: 29540000000, sha256: 9a0b...}}}}
+commands: {description: The exact argv of every build step., returned: when state is built, type: list, sample: [[trtllm-build, --checkpoint_dir, /var/lib/triton-fleet/engines/.staging/cbdc19e1.../ckpt, --output_dir, /var/lib/triton-fleet/engines/.staging/cbdc19e1.../engine]]}
+copied: {description: Files copied into place., returned: when state is present, type: list, sample: [config.json, rank0.engine]}
+removed: {description: Fingerprints pruned., returned: when state is pruned, type: list, sample: [0d1c2b3a4f5e6d7c8b9a0f1e2d3c4b5a6f7e8d9c0b1a2f3e4d5c6b7a8f9e0d1c]}
+output_tail: {description: Last output of a failed step., returned: on build failure, type: str, sample: "[TensorRT-LLM][ERROR] out of memory while building"}"""
 
 import subprocess
 
@@ -175,7 +183,10 @@ def main():
     )
     p = module.params
     try:
-        module.exit_json(**dispatch(module, p))
+        result = dispatch(module, p)
+        if not module._diff:
+            result.pop("diff", None)
+        module.exit_json(**result)
     except (EngineError, ManifestError) as exc:
         details = getattr(exc, "details", {}) or {}
         module.fail_json(msg=str(exc), **details)

@@ -31,6 +31,14 @@ options:
     type: list
     elements: str
     default: []
+attributes:
+  check_mode:
+    description: Can run in check mode and return the changed status without modifying the target.
+    support: full
+    details: Pure computation over the hosts' reports; the same in check mode.
+  diff_mode:
+    description: Returns details on what has changed (or would change in check mode) when run with C(--diff).
+    support: none
 author: triton-fleet
 """
 
@@ -46,11 +54,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-groups: {description: Per fingerprint - hosts, builder, source, build, copy_to., returned: always, type: dict}
-hosts: {description: Per host - fingerprint, build, copy, source., returned: always, type: dict}
-builds: {description: Hosts that must build., returned: always, type: list}
-sources: {description: Hosts whose artifact is copied to others., returned: always, type: list}
-"""
+groups: {description: Per fingerprint - hosts, builder, source, build, copy_to., returned: always, type: dict, sample: {cbdc19e1...: {hosts: [node1, node2], builder: node1, source: node1, build: true, copy_to: [node2]}}}
+hosts: {description: Per host - fingerprint, build, copy, source., returned: always, type: dict, sample: {node1: {fingerprint: cbdc19e1..., build: true, copy: false, source: node1}, node2: {fingerprint: cbdc19e1..., build: false, copy: true, source: node1}}}
+builds: {description: Hosts that must build., returned: always, type: list, sample: [node1]}
+sources: {description: Hosts whose artifact is copied to others., returned: always, type: list, sample: [node1]}"""
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.triton_fleet.engine_store import EngineError, plan_fleet

@@ -12,7 +12,7 @@ No Ansible import here: `roles/nvidia_driver/library/nvidia_driver_policy.py` wr
 `tests/unit/test_driver_policy.py` tests them. Every error is a `PolicyError` whose message says what is
 wrong and what to do.
 
-Sources (see ../shared/reference/trtllm-triton.md section 6 and ansible-style.md sections 1.6-1.8):
+Sources (restated with more detail in docs/sources.md, "NVIDIA driver policy"):
 - Triton image -> CUDA -> minimum driver: triton-inference-server/server docs/introduction/compatibility.md
   and https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html (CUDA 13.x needs
   R580+, CUDA 12.x R525+; 25.06-25.10 release notes say R575+).

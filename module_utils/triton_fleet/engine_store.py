@@ -145,7 +145,7 @@ def build(profile, engines_dir, checkpoint_dir, runner, *, launcher="docker", ch
         os.makedirs(work)
         records = []
         try:
-            for step, argv in zip(steps, argvs, strict=False):
+            for step, argv in zip(steps, argvs):
                 started = clock()
                 rc, output = runner(argv)
                 wall = round(clock() - started, 3)

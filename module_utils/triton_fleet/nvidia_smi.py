@@ -44,7 +44,7 @@ def parse_query_gpu_csv(text, fields=QUERY_FIELDS):
         if len(parts) != len(fields):
             raise GpuFactsError(f"nvidia-smi --query-gpu printed {len(parts)} values where {len(fields)} fields "
                                 f"were asked: {line!r}")
-        rows.append({f: _val(v) for f, v in zip(fields, parts, strict=True)})
+        rows.append({f: _val(v) for f, v in zip(fields, parts)})
     return rows
 
 

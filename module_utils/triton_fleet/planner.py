@@ -721,7 +721,7 @@ def plan_fleet(hosts, groups, parent="gpu_nodes"):
                     what = f"{_describe_hw(sigs[h][0])} where {', '.join(same)} {'has' if len(same) == 1 else 'have'} " \
                            f"{_describe_hw(major[0])}"
                 else:
-                    diff = [k for (k, v), (_, w) in zip(sigs[h][1], major[1], strict=True) if v != w]
+                    diff = [k for (k, v), (_, w) in zip(sigs[h][1], major[1]) if v != w]
                     what = f"different planning variables ({', '.join(diff)}) from {', '.join(same)}"
                 errors.append(f"group {grp} is not homogeneous: {h} has {what}. A GPU group gets one profile: move "
                               f"{h} to its own child group of {parent} (or fix its variables)")

@@ -9,10 +9,10 @@ from ansible.module_utils import basic
 from ansible.module_utils.common.text.converters import to_bytes
 
 
-def run_module(mod, args, check_mode=False):
+def run_module(mod, args, check_mode=False, diff=True):
     payload = dict(args)
     payload["_ansible_check_mode"] = check_mode
-    payload["_ansible_diff"] = True
+    payload["_ansible_diff"] = diff
     basic._ANSIBLE_ARGS = to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": payload}))
     basic._ANSIBLE_PROFILE = "legacy"
     buf = io.StringIO()

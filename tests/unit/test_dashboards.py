@@ -21,7 +21,7 @@ FIXTURE = ROOT / "tests" / "fixtures" / "triton-metrics-h200-python-backend.txt"
 EXPECTED = {"fleet-overview.json", "gpus.json", "gateway.json"}
 
 # Triton / TRT-LLM families that the H200 capture lacks because they are off by default or backend-specific
-# (shared/reference/gateway-monitoring.md §7-§8). Every other nv_* name must appear in the real capture.
+# (docs/sources.md, "Triton metrics"). Every other nv_* name must appear in the real capture.
 NV_NOT_IN_CAPTURE = {
     "nv_inference_first_response_histogram_ms_bucket",  # histogram_latencies=true
     "nv_trt_llm_request_metrics",

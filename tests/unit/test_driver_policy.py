@@ -1,7 +1,6 @@
 """Tests for module_utils/triton_fleet/driver_policy.py and the role module that wraps it."""
 
 import csv
-import importlib.util
 import json
 from pathlib import Path
 
@@ -339,16 +338,13 @@ def test_plan_verify_only_checks_installed_driver_against_image():
 
 # ------------------------------------------------------------------ the role's module wrapper
 
-MODULE = ROOT / "roles" / "nvidia_driver" / "library" / "nvidia_driver_policy.py"
 
 
 def _run_module(monkeypatch, args):
+    import nvidia_driver_policy as mod  # roles/nvidia_driver/library is on sys.path (tests/conftest.py)
     from ansible.module_utils import basic
     from ansible.module_utils.testing import patch_module_args
 
-    spec = importlib.util.spec_from_file_location("nvidia_driver_policy", MODULE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     result = {}
 
     def exit_json(self, **kw):

@@ -104,3 +104,33 @@ def test_rendered_script_parses_with_nft(tmp_path):
     f = tmp_path / "fw.nft"
     f.write_text(render(plan("node1", GROUPS, ADDR, SERVICES, ["10.0.0.0/8", "fd00::/8"])))
     subprocess.run(["nft", "-c", "-f", str(f)], check=True)
+
+
+# ------------------------------------------------------------------ the module (library/triton_fleet_firewall.py)
+def _module_args(path):
+    return {"path": str(path), "host": "node1", "groups": GROUPS, "addresses": ADDR, "services": SERVICES,
+            "admin_networks": ["10.213.0.1/32"], "validate": False}
+
+
+def test_module_check_mode_writes_nothing_then_writes_once(tmp_path):
+    import triton_fleet_firewall
+    from engine_modhelper import run_module
+
+    path = tmp_path / "etc" / "firewall.nft"
+    check = run_module(triton_fleet_firewall, _module_args(path), check_mode=True)
+    assert check["changed"] is True and not path.exists()
+    assert check["diff"]["before"] == "" and "10.213.0.10" in check["diff"]["after"]
+    first = run_module(triton_fleet_firewall, _module_args(path), diff=False)
+    assert first["changed"] is True and path.read_text() == check["diff"]["after"]
+    assert "diff" not in first, "diff only when asked"
+    again = run_module(triton_fleet_firewall, _module_args(path))
+    assert again["changed"] is False
+
+
+def test_module_bad_input_changes_nothing(tmp_path):
+    import triton_fleet_firewall
+    from engine_modhelper import run_module
+
+    path = tmp_path / "firewall.nft"
+    out = run_module(triton_fleet_firewall, {**_module_args(path), "host": "nohost"})
+    assert out.get("failed") is True and "firewall not changed" in out["msg"] and not path.exists()

@@ -50,8 +50,13 @@ options:
   fabric_manager_active: {description: nvidia-fabricmanager is active (verify)., type: bool, default: false}
   fabric_manager_version: {description: Installed Fabric Manager package version (verify)., type: str, default: ""}
 attributes:
-  check_mode: {support: full, details: Read-only; behaves the same in check mode.}
-  diff_mode: {support: none}
+  check_mode:
+    description: Can run in check mode and return the changed status without modifying the target.
+    support: full
+    details: Pure decisions from facts; the same in check mode.
+  diff_mode:
+    description: Returns details on what has changed (or would change in check mode) when run with C(--diff).
+    support: none
 author: triton-fleet
 """
 
@@ -79,11 +84,13 @@ decision:
   description: action (reboot, load, none, skip), needed, reasons, message (mode=reboot).
   returned: mode=reboot
   type: dict
+  sample: {action: reboot, needed: true, reasons: [driver packages changed], message: reboot to load driver 580.95.05}
 differences:
   description: What differs from the expectation; empty when the node is good (mode=verify).
   returned: mode=verify
   type: list
   elements: str
+  sample: ["expected 8 GPUs, found 7"]
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (documentation first, as Ansible modules do)

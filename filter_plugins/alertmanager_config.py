@@ -3,23 +3,33 @@
 Logic: module_utils/triton_fleet/alertmanager_config.py (tests/unit/test_alertmanager_config.py).
 """
 
+import importlib.util
+import sys
 from pathlib import Path
 
-import ansible.module_utils
-from ansible import constants as C
 from ansible.errors import AnsibleFilterError
 
-# Controller-side plugins do not see the configured module_utils path under `ansible.module_utils`: add it.
-_CANDIDATES = list(getattr(C, "DEFAULT_MODULE_UTILS_PATH", None) or [])
-_CANDIDATES.append(str(Path(__file__).resolve().parents[3] / "module_utils"))
-for _p in _CANDIDATES:
-    if Path(_p, "triton_fleet").is_dir() and _p not in ansible.module_utils.__path__:
-        ansible.module_utils.__path__.append(_p)
 
-from ansible.module_utils.triton_fleet.alertmanager_config import (  # noqa: E402
-    AlertmanagerConfigError,
-    build_config,
-)
+def _logic(name):
+    """module_utils/triton_fleet/<name>.py, loaded from this repository under a private module name.
+
+    Ansible makes the configured module_utils importable only inside module payloads, not in
+    controller plugins; loading the file by path keeps ansible.module_utils and sys.path untouched.
+    """
+    qualified = "_triton_fleet_filter_" + name
+    if qualified in sys.modules:
+        return sys.modules[qualified]
+    path = Path(__file__).resolve().parents[1] / "module_utils" / "triton_fleet" / (name + ".py")
+    spec = importlib.util.spec_from_file_location(qualified, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[qualified] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+_mod = _logic("alertmanager_config")
+AlertmanagerConfigError = _mod.AlertmanagerConfigError
+build_config = _mod.build_config
 
 
 def triton_fleet_alertmanager_config(  # noqa: PLR0917 (Jinja passes filter arguments positionally)
