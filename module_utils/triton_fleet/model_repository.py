@@ -500,9 +500,8 @@ LLMAPI_MODEL_FILES = ("1/model.py", "1/helpers.py")
 def _trtllm_input_tensors(profile):
     out = []
     for n, d, dims, o, r, g in _TRTLLM_INPUTS:
-        if n in _TEMPLATED:
-            d = _TEMPLATED[n] or _dtype_enum(profile)
-        out.append(_tensor(n, d, dims, o, r, g))
+        dtype = (_TEMPLATED[n] or _dtype_enum(profile)) if n in _TEMPLATED else d
+        out.append(_tensor(n, dtype, dims, o, r, g))
     return out
 
 
@@ -626,7 +625,6 @@ def _preprocessing_config(profile, opts):
             "add_special_tokens": False,
             # read unconditionally by upstream's model.py; "" means text only (no multimodal encoder)
             "multimodal_model_path": "",
-            "max_input_len": lim["max_input_len"],
         },
     }
 

@@ -30,7 +30,7 @@ def load_flags(tool):
     with open(os.path.join(_facts_dir(), FACT_FILES[tool])) as handle:
         facts = json.load(handle)
     flags = dict(facts["flags"])
-    for name, meta in facts["flags"].items():
+    for meta in facts["flags"].values():
         for alias in meta.get("aliases", []):
             flags[alias] = meta
     return {"flags": flags, "required": facts.get("required", []),
