@@ -13,6 +13,7 @@ import socket
 import time
 
 from . import artifact_manifest as am
+from . import profile as profile_schema
 from .fingerprint import fingerprint as compute_fingerprint
 from .trtllm_commands import TRTLLM_VERSION, CommandError, build_steps, explain_failure, world_size
 
@@ -45,11 +46,10 @@ def check_fingerprint(profile):
 
 
 def model_dir(models_dir, profile):
-    key = (profile.get("model") or {}).get("key")
-    rev = (profile.get("model") or {}).get("revision")
-    if not key or not rev:
-        raise EngineError("profile has no model.key / model.revision; re-run the planner")
-    return os.path.join(models_dir, f"{key}@{rev}")
+    try:
+        return profile_schema.checkpoint_dir(profile, models_dir)
+    except profile_schema.ProfileError as exc:
+        raise EngineError(str(exc)) from exc
 
 
 def engine_path(engines_dir, fp):

@@ -9,6 +9,8 @@ changing them never triggers a rebuild.
 import hashlib
 import json
 
+from .profile import get
+
 # Dotted paths into the profile. Order does not matter: output is canonicalised.
 BUILD_FIELDS = (
     "schema_version",
@@ -43,20 +45,11 @@ OPTIONAL_BUILD_FIELDS = (
 )
 
 
-def _get(profile, dotted):
-    node = profile
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
 def build_view(profile):
     """The subset of a profile that the fingerprint covers, as a flat dict."""
-    view = {path: _get(profile, path) for path in BUILD_FIELDS}
+    view = {path: get(profile, path, required=False) for path in BUILD_FIELDS}
     for path in OPTIONAL_BUILD_FIELDS:
-        value = _get(profile, path)
+        value = get(profile, path, required=False)
         if value is not None:
             view[path] = value
     return view

@@ -21,22 +21,13 @@ import hashlib
 import json
 
 from .pbtxt import Enum, PbtxtError, render_validated
-
-RUNTIMES = ("trtllm-engine", "trtllm-llmapi", "transformers")
+from .profile import RUNTIMES, ProfileError, get, validate
 
 # Where the role mounts things inside the Triton container.
 DEFAULT_CHECKPOINT_DIR = "/checkpoint"
 DEFAULT_ENGINE_DIR = "/engine"
 
 HEADER = "Rendered by triton-fleet (module_utils/triton_fleet/model_repository.py). Do not edit.\nprofile: %s\nfingerprint: %s"
-
-
-class ProfileError(ValueError):
-    """The profile cannot produce a repository. ``field`` is the dotted profile path."""
-
-    def __init__(self, field, message):
-        self.field = field
-        super().__init__(f"profile field {field}: {message}")
 
 
 class Repository(dict):
@@ -67,105 +58,14 @@ def content_hash(files):
 # --------------------------------------------------------------------------------------------
 # profile access
 
-_REQUIRED = (
-    ("schema_version", int),
-    ("name", str),
-    ("model.served_name", str),
-    ("runtime", str),
-    ("device", str),
-    ("precision.dtype", str),
-    ("parallel.tp", int),
-    ("parallel.pp", int),
-    ("parallel.gpu_device_ids", list),
-    ("limits.max_batch_size", int),
-    ("limits.max_input_len", int),
-    ("limits.max_seq_len", int),
-    ("limits.max_num_tokens", int),
-    ("limits.max_output_len", int),
-    ("limits.max_beam_width", int),
-    ("kv_cache.free_gpu_mem_fraction", (int, float)),
-    ("kv_cache.enable_block_reuse", bool),
-    ("scheduler.batch_scheduler_policy", str),
-    ("scheduler.enable_chunked_context", bool),
-    ("scheduler.max_queue_delay_microseconds", int),
-    ("scheduler.max_queue_size", int),
-    ("fingerprint", str),
-)
-
-
 def _get(profile, dotted):
-    node = profile
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            raise ProfileError(
-                dotted, "is missing; the profile must follow docs/profile.md (re-run the preflight play)"
-            )
-        node = node[part]
-    return node
+    """One profile field (profile.get): missing fields raise ProfileError naming them."""
+    return get(profile, dotted)
 
 
 def check_profile(profile):
-    """Raise :class:`ProfileError` naming the first field that is missing or wrong."""
-    if not isinstance(profile, dict):
-        raise ProfileError("(profile)", f"must be a dict (the JSON of docs/profile.md), got {type(profile).__name__}")
-    for dotted, kind in _REQUIRED:
-        value = _get(profile, dotted)
-        if isinstance(value, bool) and kind is int:
-            raise ProfileError(dotted, f"must be an integer, got {value!r}")
-        if not isinstance(value, kind):
-            names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-            raise ProfileError(dotted, f"must be {names}, got {value!r}")
-    if profile["schema_version"] != 1:
-        raise ProfileError(
-            "schema_version", "is {!r}; this module renders schema_version 1".format(profile["schema_version"])
-        )
-    if profile["runtime"] not in RUNTIMES:
-        raise ProfileError("runtime", "is {!r}; expected one of {}".format(profile["runtime"], ", ".join(RUNTIMES)))
-    if profile["device"] not in ("gpu", "cpu"):
-        raise ProfileError("device", "is {!r}; expected gpu or cpu".format(profile["device"]))
-    if profile["device"] == "cpu" and profile["runtime"] != "transformers":
-        raise ProfileError(
-            "runtime", "{} needs a GPU; a cpu profile can only use the transformers runtime".format(profile["runtime"])
-        )
-    served = profile["model"]["served_name"]
-    if (
-        not served
-        or not all(c.isalnum() or c in "-_." for c in served)
-        or served in ("preprocessing", "postprocessing", "tensorrt_llm", "tensorrt_llm_bls")
-    ):
-        raise ProfileError(
-            "model.served_name",
-            f"{served!r} is not a usable model name (letters, digits, - _ . ; not a layout model name)",
-        )
-    lim = profile["limits"]
-    for key in ("max_batch_size", "max_input_len", "max_seq_len", "max_num_tokens", "max_output_len", "max_beam_width"):
-        if lim[key] < 1:
-            raise ProfileError("limits." + key, f"must be >= 1, got {lim[key]!r}")
-    if lim["max_input_len"] >= lim["max_seq_len"]:
-        raise ProfileError(
-            "limits.max_input_len", f"({lim['max_input_len']}) must be below limits.max_seq_len ({lim['max_seq_len']})"
-        )
-    frac = profile["kv_cache"]["free_gpu_mem_fraction"]
-    if not 0 < frac <= 1:
-        raise ProfileError("kv_cache.free_gpu_mem_fraction", f"must be in (0, 1], got {frac!r}")
-    if profile["scheduler"]["batch_scheduler_policy"] not in ("guaranteed_no_evict", "max_utilization"):
-        raise ProfileError("scheduler.batch_scheduler_policy", "must be guaranteed_no_evict or max_utilization")
-    if profile["device"] == "gpu":
-        ids = profile["parallel"]["gpu_device_ids"]
-        if not ids or not all(isinstance(i, str) and i for i in ids):
-            raise ProfileError(
-                "parallel.gpu_device_ids", 'needs one non-empty string per replica (e.g. ["0"] or ["0,1"])'
-            )
-        per = profile["parallel"]["tp"] * profile["parallel"]["pp"]
-        for i in ids:
-            if len(i.split(",")) != per:
-                raise ProfileError(
-                    "parallel.gpu_device_ids", f"entry {i!r} has {len(i.split(','))} GPUs but tp x pp = {per}"
-                )
-    if profile["runtime"] == "trtllm-engine" and not (profile.get("image") or {}).get("trtllm"):
-        raise ProfileError(
-            "image.trtllm", "trtllm-engine needs an image with TensorRT-LLM <= 1.2.x (image.trtllm is empty)"
-        )
+    """Raise :class:`ProfileError` naming the first field that is missing or wrong (profile.validate)."""
+    validate(profile)
 
 
 # --------------------------------------------------------------------------------------------

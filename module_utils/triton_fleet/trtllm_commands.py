@@ -15,6 +15,8 @@ Pure Python; no Ansible import. ``build_steps(profile, ...)`` is the entry point
 
 import re
 
+from . import profile as profile_schema
+
 TRTLLM_VERSION = "1.2.1"
 # The only TRT-LLM versions whose flag lists this file carries. Anything else is refused rather
 # than guessed: the engine path was removed after 1.3.0rc20 and flags moved between releases.
@@ -195,14 +197,10 @@ def _check_value(name, spec, value):
 
 
 def _get(profile, dotted, required=True):
-    node = profile
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            if required:
-                raise CommandError(f"profile has no {dotted}; re-run the planner (preflight) to produce a full profile")
-            return None
-        node = node[part]
-    return node
+    try:
+        return profile_schema.get(profile, dotted, required)
+    except profile_schema.ProfileError as exc:
+        raise CommandError(str(exc)) from exc
 
 
 def _pos_int(profile, dotted):

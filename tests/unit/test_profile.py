@@ -1,0 +1,140 @@
+"""module_utils/triton_fleet/profile.py and library/triton_fleet_profile.py: one schema, one set of derived values."""
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import triton_fleet_profile as mod
+from ansible.module_utils.triton_fleet import profile as schema
+from ansible.module_utils.triton_fleet.fingerprint import fingerprint
+from ansible.module_utils.triton_fleet.planner import plan
+
+ROOT = Path(__file__).resolve().parents[2]
+PROFILES = ROOT / "tests" / "fixtures" / "profiles"
+
+
+def load(name):
+    return json.loads((PROFILES / f"{name}.json").read_text())
+
+
+@pytest.mark.parametrize("name", ["a100-trtllm-engine", "h100-trtllm-llmapi", "lab-cpu-transformers"])
+def test_fixtures_are_valid(name):
+    assert schema.validate(load(name))["name"]
+
+
+def test_planner_output_is_valid():
+    p = plan({"model": "qwen3-14b", "gpu_sku": "a100-80gb-sxm", "gpu_count": 1, "context_length": 8192,
+              "concurrency": 16})
+    assert schema.validate(p) is p
+    assert p["fingerprint"] == fingerprint(p)
+
+
+def test_get_walks_dotted_paths():
+    p = load("a100-trtllm-engine")
+    assert schema.get(p, "model.served_name") == p["model"]["served_name"]
+    assert schema.get(p, "model.nope", required=False) is None
+    with pytest.raises(schema.ProfileError) as exc:
+        schema.get(p, "limits.nope")
+    assert exc.value.field == "limits.nope"
+    assert "preflight" in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda p: p["model"].pop("served_name"), "model.served_name"),
+        (lambda p: p["model"].update(key=""), "model.key"),
+        (lambda p: p["model"].update(revision="a/b"), "model.revision"),
+        (lambda p: p.update(runtime="vllm"), "runtime"),
+        (lambda p: p.update(device="tpu"), "device"),
+        (lambda p: p["parallel"].update(tp=True), "parallel.tp"),
+        (lambda p: p["parallel"].update(gpu_device_ids=["0,1"]), "parallel.gpu_device_ids"),
+        (lambda p: p["limits"].update(max_input_len=99999), "limits.max_input_len"),
+        (lambda p: p["kv_cache"].update(free_gpu_mem_fraction=1.5), "kv_cache.free_gpu_mem_fraction"),
+        (lambda p: p.update(fingerprint="abc"), "fingerprint"),
+        (lambda p: p["image"].pop("ref"), "image.ref"),
+        (lambda p: p.update(schema_version=2), "schema_version"),
+    ],
+)
+def test_validate_names_the_bad_field(mutate, field):
+    p = copy.deepcopy(load("a100-trtllm-engine"))
+    mutate(p)
+    with pytest.raises(schema.ProfileError) as exc:
+        schema.validate(p)
+    assert exc.value.field == field
+    assert field in str(exc.value)
+
+
+def test_not_a_mapping():
+    with pytest.raises(schema.ProfileError, match="must be a mapping"):
+        schema.validate(["x"])
+
+
+def test_derived_values_come_from_the_profile():
+    p = load("lab-cpu-transformers")
+    d = schema.derived(p, "/m", "/e")
+    assert d["served_name"] == "qwen3-tiny"
+    assert d["runtime"] == "transformers"
+    assert d["checkpoint_name"] == "qwen3-tiny@seed-1234"
+    assert d["checkpoint_dir"] == "/m/qwen3-tiny@seed-1234"
+    assert d["engine_dir"] == "/e/" + p["fingerprint"]
+    assert d["build_required"] is False
+    assert schema.checkpoint_dir(p) == schema.DEFAULT_MODELS_DIR + "/qwen3-tiny@seed-1234"
+
+
+def test_differences_lists_leaves_and_ignores_explanations():
+    a = load("lab-cpu-transformers")
+    b = copy.deepcopy(a)
+    b["reasons"] = ["other"]
+    b["predicted"]["kv_bytes_per_gpu"] = 7
+    assert schema.differences(a, b) == []
+    b["model"]["served_name"] = "other"
+    b["limits"]["max_batch_size"] = 9
+    assert schema.differences(a, b) == ["limits.max_batch_size", "model.served_name"]
+
+
+# ---- the module
+
+
+def test_module_returns_the_derived_values():
+    p = load("a100-trtllm-engine")
+    r = mod.run({"profile": p, "models_dir": "/m", "engines_dir": "/e", "stage": "triton"})
+    assert r["checkpoint_dir"] == "/m/{}@{}".format(p["model"]["key"], p["model"]["revision"])
+    assert r["engine_dir"] == "/e/" + p["fingerprint"]
+    assert r["build_required"] is True
+    assert r["profile"] is p
+
+
+@pytest.mark.parametrize("given", [None, {}])
+def test_module_without_profile_names_preflight(given):
+    with pytest.raises(mod.StageError, match="preflight") as exc:
+        mod.run({"profile": given, "stage": "the triton stage"})
+    assert "the triton stage" in str(exc.value)
+
+
+def test_module_bad_profile_names_field_and_stage():
+    p = load("lab-cpu-transformers")
+    p["runtime"] = "trtllm-engine"
+    with pytest.raises(mod.StageError, match=r"profile field runtime: .*asked by engines"):
+        mod.run({"profile": p, "stage": "engines"})
+
+
+def test_module_reads_back_and_compares(tmp_path):
+    p = load("lab-cpu-transformers")
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(p))
+    assert mod.run({"path": str(path), "expected": p})["served_name"] == "qwen3-tiny"
+    fresh = copy.deepcopy(p)
+    fresh["limits"]["max_batch_size"] = 8
+    with pytest.raises(mod.StageError, match=r"differs from a fresh plan in limits.max_batch_size.*--tags preflight"):
+        mod.run({"path": str(path), "expected": fresh, "stage": "triton"})
+
+
+def test_module_missing_or_broken_file(tmp_path):
+    with pytest.raises(mod.StageError, match="has not run on this host.*--tags preflight"):
+        mod.run({"path": str(tmp_path / "none.json"), "stage": "triton"})
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    with pytest.raises(mod.StageError, match="cannot be read"):
+        mod.run({"path": str(bad)})
