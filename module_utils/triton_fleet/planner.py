@@ -19,7 +19,7 @@ GIB = memory_model.GIB
 SCHEMA_VERSION = 1
 RUNTIMES = ("trtllm-engine", "trtllm-llmapi", "transformers")
 AUTO_PRECISIONS = ("bf16", "fp8", "int8_wo", "int4_awq")
-# What each runtime can load (reference §3/§4: PyTorch backend Qwen-3 row has FP8, W4A16 AWQ/GPTQ, no
+# What each runtime can load (TRT-LLM docs/source/features/quantization.md: PyTorch backend Qwen-3 row has FP8, W4A16 AWQ/GPTQ, no
 # int8 weight-only; the engine path converts int8/int4 weight-only; transformers serves unquantized).
 RUNTIME_PRECISIONS = {
     "trtllm-engine": ("bf16", "fp16", "fp8", "int8_wo", "int4_awq", "int4_gptq"),
