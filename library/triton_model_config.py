@@ -113,6 +113,19 @@ runtime:
   type: str
   returned: always
   sample: transformers
+launch:
+  description:
+    - How Triton must be started for this repository, as upstream TensorRT-LLM documents for the release
+      (orchestrator mode under C(mpirun -n 1) for multi-GPU or multi-instance C(trtllm-engine), C(mpirun -n 1)
+      for one LLM-API instance over several GPUs, a plain C(tritonserver) otherwise).
+    - C(entrypoint) replaces the container's entrypoint, C(args) are extra C(tritonserver) arguments, C(env)
+      extra environment variables.
+  type: dict
+  returned: always
+  sample: {"mode": "orchestrator", "entrypoint": ["mpirun", "--allow-run-as-root", "-n", "1", "tritonserver"],
+           "args": ["--pinned-memory-pool-byte-size=0", "--enable-peer-access=false",
+                    "--cuda-memory-pool-byte-size=0:0", "--cuda-memory-pool-byte-size=1:0"],
+           "env": {"TRTLLM_ORCHESTRATOR": "1", "TRTLLM_ORCHESTRATOR_SPAWN_PROCESSES": "1"}}
 """
 
 import os
@@ -214,6 +227,7 @@ def run(params, check_mode=False):
         "entry_model": repo.entry_model,
         "load_models": repo.load_models,
         "runtime": repo.runtime,
+        "launch": repo.launch,
         "path": path,
     }
     if changed:

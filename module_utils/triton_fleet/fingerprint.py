@@ -41,6 +41,7 @@ BUILD_FIELDS = (
 # one here never changes the fingerprint of a profile that does not use it (no needless rebuilds).
 OPTIONAL_BUILD_FIELDS = (
     "model.rope_scaling",  # YaRN changes the positions baked into an engine
+    "parallel.ep",  # MoE only: expert parallelism changes how the checkpoint is split
 )
 
 

@@ -1,7 +1,7 @@
 """Triton container tag -> TensorRT-LLM / CUDA / minimum driver branch.
 
-Source: /work/shared/reference/trtllm-triton.md §6 (triton-inference-server/server:
-docs/introduction/compatibility.md; driver minimums from
+Source: triton-inference-server/server docs/introduction/compatibility.md (the container /
+TRT-LLM / CUDA matrix); driver minimums from
 https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html: CUDA 13.x needs >= R580,
 CUDA 12.x >= R525; 25.06-25.10 release notes: "requires NVIDIA Driver release 575 or later").
 The TRT-LLM version inside 26.08+ trtllm images is unconfirmed, so those tags are refused until confirmed.
@@ -27,7 +27,7 @@ MATRIX = [
 PINNED = "nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3"
 # TRT-LLM removed the engine workflow after 1.3.0rc20: trtllm-engine needs TRT-LLM <= 1.2.x.
 ENGINE_MAX_TRTLLM = (1, 2, 99)
-# Qwen3: PyTorch backend since 0.20.0, engine (convert_checkpoint) since 1.0 (reference §2.1).
+# Qwen3: PyTorch backend since 0.20.0, engine (convert_checkpoint) since 1.0 (TRT-LLM release notes; Qwen README in examples/models/core/qwen).
 QWEN3_MIN_TRTLLM = {"trtllm-llmapi": (0, 20, 0), "trtllm-engine": (1, 0, 0)}
 
 _TAG = re.compile(r"^(?P<repo>.+?/tritonserver):(?P<rel>\d{2}\.\d{2})-(?P<flavour>[a-z0-9.-]+)$")
@@ -74,7 +74,7 @@ def lookup(image_ref):
     known = ", ".join(a if a == b else f"{a}-{b}" for (a, b), _ in MATRIX)
     if k > _key(MATRIX[0][0][1]):
         raise ImageError(
-            f"the TensorRT-LLM version inside {image_ref} is not confirmed (reference §6 knows trtllm images {known}); "
+            f"the TensorRT-LLM version inside {image_ref} is not confirmed (the matrix knows trtllm images {known}); "
             f"pin {PINNED} or add the release to module_utils/triton_fleet/image_matrix.py with its source")
     raise ImageError(f"{image_ref} is older than every release in the matrix ({known}); Qwen3 needs 25.06+, use {PINNED}")
 

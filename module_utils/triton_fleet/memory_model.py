@@ -10,7 +10,9 @@ Formulas (docs/planner.md explains each):
   fp8: 1 B/weight + one fp32 scale per tensor; int8 weight-only: 1 B + one fp16 scale per output channel;
   int4 AWQ: 0.5 B + one fp16 scale per group of 128 inputs + an fp16 pre-quant scale per input channel;
   int4 GPTQ: 0.5 B + fp16 scale and fp16 zero per group of 128.
-- per GPU: linear layers split by TP (KV heads replicated when TP > KV heads), the LM head split by TP
+- per GPU: linear layers split by TP (when TP exceeds the KV heads, TP must be a multiple of them and each
+  GPU holds one replicated KV head: its K/V projections and its KV cache), MoE experts spread over EP GPUs
+  and each split TP/EP ways (EP=1: every GPU holds every expert, split TP ways), the LM head split by TP
   (vocab-parallel), the embedding and norms replicated; PP splits the layers, embedding on the first stage,
   LM head on the last (the largest stage counts).
 - KV cache per token: 2 (K and V) * layers * KV heads * head_dim * bytes of the KV dtype.
@@ -49,18 +51,30 @@ CPU_BANDWIDTH_GBS = 20.0
 CPU_LAYER_OVERHEAD_S = 0.3e-3
 
 
-def _layer_linears(m, tp=1):
+def kv_heads_per_gpu(m, tp=1):
+    """KV heads one GPU holds: split by TP, or one replicated head per GPU when TP exceeds the KV heads."""
+    return max(1, math.ceil(m["num_kv_heads"] / tp))
+
+
+def _experts_split(m, tp, ep):
+    """(experts on one GPU, intermediate size of each on that GPU): EP spreads experts, TP/EP splits each."""
+    moe = m["moe"]
+    ep = max(1, ep or 1)
+    return math.ceil(moe["num_experts"] / ep), max(1, moe["expert_intermediate_size"] // max(1, tp // ep))
+
+
+def _layer_linears(m, tp=1, ep=1):
     """(out_features, in_features) of the quantizable linear layers of one decoder layer, per GPU."""
     h, d = m["hidden_size"], m["head_dim"]
     nq = m["num_attention_heads"] // tp
-    nkv = max(1, math.ceil(m["num_kv_heads"] / tp))
+    nkv = kv_heads_per_gpu(m, tp)
     mats = [(nq * d, h), (nkv * d, h), (nkv * d, h), (h, nq * d)]
     moe = m.get("moe")
     if moe:
-        ie = moe["expert_intermediate_size"]
-        # experts are split over TP along the intermediate dimension (TRT-LLM moe_tp default)
-        per = max(1, ie // tp)
-        mats += [(per, h), (per, h), (h, per)] * moe["num_experts"]
+        # EP=1: every GPU holds all experts, split along the intermediate dimension (TRT-LLM's tp-only MoE
+        # default); EP>1: each GPU holds num_experts/EP experts, each split TP/EP ways
+        n_exp, per = _experts_split(m, tp, ep)
+        mats += [(per, h), (per, h), (h, per)] * n_exp
     else:
         inter = m["intermediate_size"] // tp
         mats += [(inter, h), (inter, h), (h, inter)]
@@ -74,7 +88,7 @@ def _layer_small_params(m, tp=1):
     if m.get("qk_norm"):
         n += 2 * d
     if m.get("qkv_bias"):
-        n += (m["num_attention_heads"] // tp) * d + 2 * max(1, math.ceil(m["num_kv_heads"] / tp)) * d
+        n += (m["num_attention_heads"] // tp) * d + 2 * kv_heads_per_gpu(m, tp) * d
     if m.get("moe"):
         n += h * m["moe"]["num_experts"]
     return n
@@ -128,12 +142,12 @@ def base_bytes(precision):
     return 4 if precision == "fp32" else 2
 
 
-def weight_bytes(m, precision, tp=1, pp=1):
+def weight_bytes(m, precision, tp=1, pp=1, ep=1):
     """Weight bytes on the most loaded GPU of one replica (tp=pp=1: the whole model)."""
     if precision not in WEIGHT_PRECISIONS:
         raise ValueError("unknown weight precision {!r} (one of {})".format(precision, ", ".join(WEIGHT_PRECISIONS)))
     b16 = base_bytes(precision)
-    per_layer = sum(_linear_bytes(o, i, precision) for o, i in _layer_linears(m, tp)) \
+    per_layer = sum(_linear_bytes(o, i, precision) for o, i in _layer_linears(m, tp, ep)) \
         + b16 * _layer_small_params(m, tp)
     v, h = m["vocab_size"], m["hidden_size"]
     embed = b16 * v * h
@@ -148,16 +162,18 @@ def weight_bytes(m, precision, tp=1, pp=1):
     return max(first, last)
 
 
-def active_weight_bytes(m, precision, tp=1):
+def active_weight_bytes(m, precision, tp=1, ep=1):
     """Weight bytes read per decode step on one GPU: all of them for dense models, active experts for MoE."""
-    total = weight_bytes(m, precision, tp)
+    total = weight_bytes(m, precision, tp, ep=ep)
     moe = m.get("moe")
     if not moe:
         return total
     h = m["hidden_size"]
-    per = max(1, moe["expert_intermediate_size"] // tp)
+    n_exp, per = _experts_split(m, tp, ep)
     one_expert = _linear_bytes(per, h, precision) * 2 + _linear_bytes(h, per, precision)
-    idle = (moe["num_experts"] - moe["experts_per_token"]) * one_expert * m["num_layers"]
+    # at batch 1 the top-k experts of a token land on one GPU at worst
+    active = min(n_exp, moe["experts_per_token"])
+    idle = (n_exp - active) * one_expert * m["num_layers"]
     return total - idle
 
 
@@ -166,8 +182,7 @@ def kv_bytes_per_token(m, kv_dtype="bf16", tp=1, pp=1):
     if kv_dtype not in DTYPE_BYTES:
         raise ValueError("unknown KV dtype {!r} (one of {})".format(kv_dtype, ", ".join(KV_DTYPES)))
     layers = math.ceil(m["num_layers"] / pp)
-    heads = max(1, math.ceil(m["num_kv_heads"] / tp))
-    return 2 * layers * heads * m["head_dim"] * DTYPE_BYTES[kv_dtype]
+    return 2 * layers * kv_heads_per_gpu(m, tp) * m["head_dim"] * DTYPE_BYTES[kv_dtype]
 
 
 def activation_bytes_per_token(m, act_dtype="bf16", tp=1):
@@ -204,12 +219,12 @@ def decode_roofline_tokens_per_s(bandwidth_bytes_s, bytes_per_token):
 
 
 def decode_tokens_per_s_bs1(m, runtime, precision, kv_dtype, bandwidth_gbs, *, context_tokens, tp=1,
-                            nvlink=True, device="gpu"):
+                            nvlink=True, device="gpu", ep=1):
     """Predicted bs=1 decode tokens/s and the efficiency factor applied to the roofline.
 
     Returns (tokens_per_s, efficiency_factor, roofline_tokens_per_s).
     """
-    bytes_tok = active_weight_bytes(m, precision, tp) + kv_bytes_per_token(m, kv_dtype, tp) * context_tokens
+    bytes_tok = active_weight_bytes(m, precision, tp, ep) + kv_bytes_per_token(m, kv_dtype, tp) * context_tokens
     if device == "cpu":
         bandwidth_gbs = CPU_BANDWIDTH_GBS
     bw = bandwidth_gbs * 1e9

@@ -1,10 +1,8 @@
 """Model catalog: architecture facts of decoder-only LLMs, built in or read from a local HF config.json.
 
-Built-in Qwen3 dense facts are those of the models' Hugging Face config.json, as collected in
-/work/shared/reference/trtllm-triton.md §10 (e.g. https://huggingface.co/Qwen/Qwen3-32B/blob/main/config.json).
-Qwen3-1.7B and the two MoE models (30B-A3B, 235B-A22B) are not in that table: their facts are from their
-config.json on the Hugging Face Hub as published with the models (marked "unconfirmed" in reference §10 for
-1.7B); their parameter totals match the model cards (1.7B, 30.5B / 3.3B active, 235B / 22B active).
+Built-in Qwen3 facts are those of the models' Hugging Face config.json
+(e.g. https://huggingface.co/Qwen/Qwen3-32B/blob/main/config.json, .../Qwen3-30B-A3B/..., .../Qwen3-235B-A22B/...);
+the parameter totals they give match the model cards (1.7B, 30.5B / 3.3B active, 235B / 22B active).
 
 `qwen3-tiny` is the lab's model: random weights, Qwen3 architecture, made by the lab image build; it has no
 built-in facts and is always read from its local config.json.
@@ -13,7 +11,7 @@ built-in facts and is always read from its local config.json.
 import json
 import os
 
-# Facts shared by all Qwen3 models (reference §10): rope_theta 1e6, no attention bias, QK-norm,
+# Facts shared by all Qwen3 models (their config.json): rope_theta 1e6, no attention bias, QK-norm,
 # native context 32,768, max_position_embeddings 40,960, YaRN x4 -> 131,072.
 _QWEN3 = {
     "model_type": "qwen3", "architecture": "Qwen3ForCausalLM", "vocab_size": 151936, "head_dim": 128,
@@ -24,7 +22,7 @@ _QWEN3 = {
 _BUILTIN = {
     #             layers hidden heads kv  intermediate tied
     "qwen3-0.6b": (28, 1024, 16, 8, 3072, True),
-    "qwen3-1.7b": (28, 2048, 16, 8, 6144, True),   # not in reference §10 (unconfirmed there)
+    "qwen3-1.7b": (28, 2048, 16, 8, 6144, True),   # https://huggingface.co/Qwen/Qwen3-1.7B/blob/main/config.json
     "qwen3-4b": (36, 2560, 32, 8, 9728, True),
     "qwen3-8b": (36, 4096, 32, 8, 12288, False),
     "qwen3-14b": (40, 5120, 40, 8, 17408, False),

@@ -5,7 +5,7 @@ as ``{relative path: text}``, the entry model (the served name, the one clients 
 ``/v2/models/<name>/generate``) and the models to load with ``--model-control-mode=explicit``.
 Every ``config.pbtxt`` is validated against Triton's ``ModelConfig`` schema before it is returned.
 
-Runtimes (DESIGN.md "Serving runtimes"):
+Runtimes (docs/architecture.md):
 
 - ``trtllm-engine``: the ``inflight_batcher_llm`` layout: ``<served>`` (the ensemble),
   ``preprocessing``, ``tensorrt_llm`` (``backend: "tensorrtllm"``), ``postprocessing`` and, when
@@ -33,11 +33,12 @@ HEADER = "Rendered by triton-fleet (module_utils/triton_fleet/model_repository.p
 class Repository(dict):
     """``{relative path: text}`` plus ``entry_model`` and ``load_models``."""
 
-    def __init__(self, files, entry_model, load_models, runtime):
+    def __init__(self, files, entry_model, load_models, runtime, launch=None):
         super().__init__(files)
         self.entry_model = entry_model
         self.load_models = list(load_models)
         self.runtime = runtime
+        self.launch = launch or {"mode": "single", "entrypoint": ["tritonserver"], "args": [], "env": {}}
 
     def content_hash(self):
         return content_hash(self)
@@ -135,8 +136,14 @@ def to_yaml(data, indent=0):
 
 # --------------------------------------------------------------------------------------------
 # trtllm-engine: inflight_batcher_llm
+#
+# The tensors below are those of TensorRT-LLM's own inflight_batcher_llm configs (docs/compatibility.md
+# names the revision). Upstream's python models look up every output's data type when they load and
+# the BLS asks the other models for fixed lists of outputs, so the layout models declare upstream's
+# whole tensor set, not a text-only subset; tests/unit/test_upstream_conformance.py holds each rendered
+# config against the upstream facts in tests/conformance/.
 
-# Request tensors of the ensemble (decoder-only text subset of the upstream template).
+# Request tensors of the ensemble (the client API; names as upstream's ensemble calls them).
 _ENSEMBLE_INPUTS = (
     ("text_input", "TYPE_STRING", [1], False),
     ("max_tokens", "TYPE_INT32", [1], False),
@@ -153,7 +160,7 @@ _ENSEMBLE_INPUTS = (
     ("min_tokens", "TYPE_INT32", [1], True),
     ("presence_penalty", "TYPE_FP32", [1], True),
     ("frequency_penalty", "TYPE_FP32", [1], True),
-    ("random_seed", "TYPE_UINT64", [1], True),
+    ("seed", "TYPE_UINT64", [1], True),
     ("return_log_probs", "TYPE_BOOL", [1], True),
     ("return_perf_metrics", "TYPE_BOOL", [1], True),
     ("beam_width", "TYPE_INT32", [1], True),
@@ -171,18 +178,30 @@ _ENSEMBLE_TO_TRTLLM = (
     ("min_tokens", "min_tokens"),
     ("presence_penalty", "presence_penalty"),
     ("frequency_penalty", "frequency_penalty"),
-    ("random_seed", "seed"),
+    ("seed", "seed"),
     ("return_log_probs", "return_log_probs"),
     ("return_perf_metrics", "return_perf_metrics"),
     ("beam_width", "beam_width"),
     ("stream", "streaming"),
 )
 
+# Data types upstream leaves to fill_template (${...}); this project fills them so.
+LOGITS_DATATYPE = "TYPE_FP32"
+_TEMPLATED = {"encoder_input_features": None}  # None: the profile's activation dtype
+
 _TRTLLM_INPUTS = (
     # name, dtype, dims, optional, reshape-to-scalar, ragged
-    ("input_ids", "TYPE_INT32", [-1], False, False, True),
+    ("input_ids", "TYPE_INT32", [-1], True, False, True),
+    ("encoder_input_features", "TYPE_FP32", [-1, -1], True, False, True),
+    ("encoder_output_lengths", "TYPE_INT32", [1], True, True, False),
     ("input_lengths", "TYPE_INT32", [1], False, True, False),
     ("request_output_len", "TYPE_INT32", [1], False, True, False),
+    ("num_return_sequences", "TYPE_INT32", [1], True, True, False),
+    ("draft_input_ids", "TYPE_INT32", [-1], True, False, True),
+    ("decoder_input_ids", "TYPE_INT32", [-1], True, False, True),
+    ("decoder_input_lengths", "TYPE_INT32", [1], True, True, False),
+    ("draft_logits", "TYPE_FP32", [-1, -1], True, False, True),
+    ("draft_acceptance_threshold", "TYPE_FP32", [1], True, True, False),
     ("end_id", "TYPE_INT32", [1], True, True, False),
     ("pad_id", "TYPE_INT32", [1], True, True, False),
     ("stop_words_list", "TYPE_INT32", [2, -1], True, False, True),
@@ -192,9 +211,14 @@ _TRTLLM_INPUTS = (
     ("temperature", "TYPE_FP32", [1], True, True, False),
     ("runtime_top_k", "TYPE_INT32", [1], True, True, False),
     ("runtime_top_p", "TYPE_FP32", [1], True, True, False),
+    ("runtime_top_p_min", "TYPE_FP32", [1], True, True, False),
+    ("runtime_top_p_decay", "TYPE_FP32", [1], True, True, False),
+    ("runtime_top_p_reset_ids", "TYPE_INT32", [1], True, True, False),
     ("len_penalty", "TYPE_FP32", [1], True, True, False),
+    ("early_stopping", "TYPE_BOOL", [1], True, True, False),
     ("repetition_penalty", "TYPE_FP32", [1], True, True, False),
     ("min_tokens", "TYPE_INT32", [1], True, True, False),
+    ("beam_search_diversity_rate", "TYPE_FP32", [1], True, True, False),
     ("presence_penalty", "TYPE_FP32", [1], True, True, False),
     ("frequency_penalty", "TYPE_FP32", [1], True, True, False),
     ("seed", "TYPE_UINT64", [1], True, True, False),
@@ -205,6 +229,28 @@ _TRTLLM_INPUTS = (
     ("exclude_input_in_output", "TYPE_BOOL", [1], True, True, False),
     ("stop", "TYPE_BOOL", [1], True, True, False),
     ("streaming", "TYPE_BOOL", [1], True, True, False),
+    ("prompt_embedding_table", "TYPE_FP16", [-1, -1], True, False, True),
+    ("prompt_table_extra_ids", "TYPE_UINT64", [-1], True, False, True),
+    ("prompt_vocab_size", "TYPE_INT32", [1], True, True, False),
+    ("cross_attention_mask", "TYPE_BOOL", [-1, -1], True, False, True),
+    ("mrope_rotary_cos_sin", "TYPE_FP32", [-1], True, False, False),
+    ("mrope_position_deltas", "TYPE_INT64", [1], True, False, False),
+    ("lora_task_id", "TYPE_UINT64", [1], True, True, False),
+    ("lora_weights", "TYPE_FP16", [-1, -1], True, False, True),
+    ("lora_config", "TYPE_INT32", [-1, 3], True, False, True),
+    ("context_phase_params", "TYPE_UINT8", [-1], True, False, True),
+    ("skip_cross_attn_blocks", "TYPE_BOOL", [1], True, False, True),
+    ("retention_token_range_starts", "TYPE_INT32", [-1], True, False, True),
+    ("retention_token_range_ends", "TYPE_INT32", [-1], True, False, True),
+    ("retention_token_range_priorities", "TYPE_INT32", [-1], True, False, True),
+    ("retention_token_range_durations_ms", "TYPE_INT32", [-1], True, False, True),
+    ("retention_decode_priority", "TYPE_INT32", [1], True, False, True),
+    ("retention_decode_duration_ms", "TYPE_INT32", [1], True, False, True),
+    ("guided_decoding_guide_type", "TYPE_STRING", [1], True, False, True),
+    ("guided_decoding_guide", "TYPE_STRING", [1], True, False, True),
+    ("lookahead_window_size", "TYPE_INT32", [1], True, False, True),
+    ("lookahead_ngram_size", "TYPE_INT32", [1], True, False, True),
+    ("lookahead_verification_set_size", "TYPE_INT32", [1], True, False, True),
 )
 
 _TRTLLM_OUTPUTS = (
@@ -212,17 +258,200 @@ _TRTLLM_OUTPUTS = (
     ("sequence_length", "TYPE_INT32", [-1]),
     ("cum_log_probs", "TYPE_FP32", [-1]),
     ("output_log_probs", "TYPE_FP32", [-1, -1]),
-    ("context_logits", "TYPE_FP32", [-1, -1]),
-    ("generation_logits", "TYPE_FP32", [-1, -1, -1]),
+    ("context_logits", LOGITS_DATATYPE, [-1, -1]),
+    ("generation_logits", LOGITS_DATATYPE, [-1, -1, -1]),
     ("batch_index", "TYPE_INT32", [1]),
     ("sequence_index", "TYPE_INT32", [1]),
+    ("context_phase_params", "TYPE_UINT8", [-1]),
+    ("kv_cache_alloc_new_blocks", "TYPE_INT32", [1]),
+    ("kv_cache_reused_blocks", "TYPE_INT32", [1]),
+    ("kv_cache_alloc_total_blocks", "TYPE_INT32", [1]),
+    ("arrival_time_ns", "TYPE_INT64", [1]),
+    ("first_scheduled_time_ns", "TYPE_INT64", [1]),
+    ("first_token_time_ns", "TYPE_INT64", [1]),
+    ("last_token_time_ns", "TYPE_INT64", [1]),
+    ("acceptance_rate", "TYPE_FP32", [1]),
+    ("total_accepted_draft_tokens", "TYPE_INT32", [1]),
+    ("total_draft_tokens", "TYPE_INT32", [1]),
 )
+
+_PRE_INPUTS = (
+    ("QUERY", "TYPE_STRING", [1], False),
+    ("DECODER_QUERY", "TYPE_STRING", [1], True),
+    ("IMAGE_BYTES", "TYPE_UINT8", [-1, -1, -1, -1], True),
+    ("IMAGE_URL", "TYPE_STRING", [1], True),
+    ("VIDEO_BYTES", "TYPE_UINT8", [-1, -1, -1, -1], True),
+    ("REQUEST_OUTPUT_LEN", "TYPE_INT32", [1], False),
+    ("BAD_WORDS_DICT", "TYPE_STRING", [-1], True),
+    ("STOP_WORDS_DICT", "TYPE_STRING", [-1], True),
+    ("EMBEDDING_BIAS_WORDS", "TYPE_STRING", [-1], True),
+    ("EMBEDDING_BIAS_WEIGHTS", "TYPE_FP32", [-1], True),
+    ("END_ID", "TYPE_INT32", [1], True),
+    ("PAD_ID", "TYPE_INT32", [1], True),
+    ("PROMPT_TABLE_EXTRA_ID", "TYPE_UINT64", [1], True),
+)
+
+_PRE_OUTPUTS = (
+    ("INPUT_ID", "TYPE_INT32", [-1]),
+    ("REQUEST_INPUT_LEN", "TYPE_INT32", [1]),
+    ("DECODER_INPUT_ID", "TYPE_INT32", [-1]),
+    ("REQUEST_DECODER_INPUT_LEN", "TYPE_INT32", [1]),
+    ("BAD_WORDS_IDS", "TYPE_INT32", [2, -1]),
+    ("STOP_WORDS_IDS", "TYPE_INT32", [2, -1]),
+    ("EMBEDDING_BIAS", "TYPE_FP32", [-1]),
+    ("REQUEST_OUTPUT_LEN", "TYPE_INT32", [-1]),
+    ("OUT_END_ID", "TYPE_INT32", [1]),
+    ("OUT_PAD_ID", "TYPE_INT32", [1]),
+    ("OUT_PROMPT_TABLE_EXTRA_IDS", "TYPE_UINT64", [-1]),
+    ("PIXEL_VALUES", "TYPE_FP16", [-1, -1, -1, -1]),
+    ("ASPECT_RATIO_IDS", "TYPE_INT64", [-1]),
+    ("ASPECT_RATIO_MASK", "TYPE_INT64", [-1, -1]),
+    ("CROSS_ATTENTION_MASK", "TYPE_INT64", [-1, -1, -1]),
+    ("IMAGE_SIZES", "TYPE_INT64", [2]),
+    ("IS_VIDEO_INPUT", "TYPE_BOOL", [1]),
+    ("ATTENTION_MASK", "TYPE_INT64", [-1]),
+    ("IMAGE_GRID_THW", "TYPE_INT64", [3]),
+    ("VISION_INPUT_ID", "TYPE_INT32", [-1]),
+)
+
+# The BLS model's request tensors: every name its TritonDecoder reads (lib/triton_decoder.py).
+_BLS_INPUTS = (
+    ("text_input", "TYPE_STRING", [1], False),
+    ("decoder_text_input", "TYPE_STRING", [1], True),
+    ("image_input", "TYPE_FP16", [-1, 3, -1, -1], True),
+    ("image_bytes_input", "TYPE_UINT8", [-1, -1, -1, -1], True),
+    ("image_url_input", "TYPE_STRING", [1], True),
+    ("video_bytes_input", "TYPE_UINT8", [-1, -1, -1, -1], True),
+    ("max_tokens", "TYPE_INT32", [1], False),
+    ("bad_words", "TYPE_STRING", [-1], True),
+    ("stop_words", "TYPE_STRING", [-1], True),
+    ("exclude_input_in_output", "TYPE_BOOL", [1], True),
+    ("end_id", "TYPE_INT32", [1], True),
+    ("pad_id", "TYPE_INT32", [1], True),
+    ("top_k", "TYPE_INT32", [1], True),
+    ("top_p", "TYPE_FP32", [1], True),
+    ("temperature", "TYPE_FP32", [1], True),
+    ("length_penalty", "TYPE_FP32", [1], True),
+    ("repetition_penalty", "TYPE_FP32", [1], True),
+    ("min_tokens", "TYPE_INT32", [1], True),
+    ("presence_penalty", "TYPE_FP32", [1], True),
+    ("frequency_penalty", "TYPE_FP32", [1], True),
+    ("seed", "TYPE_UINT64", [1], True),
+    ("return_log_probs", "TYPE_BOOL", [1], True),
+    ("return_context_logits", "TYPE_BOOL", [1], True),
+    ("return_generation_logits", "TYPE_BOOL", [1], True),
+    ("num_return_sequences", "TYPE_INT32", [1], True),
+    ("beam_width", "TYPE_INT32", [1], True),
+    ("stream", "TYPE_BOOL", [1], True),
+    ("prompt_embedding_table", "TYPE_FP16", [-1, -1], True),
+    ("prompt_vocab_size", "TYPE_INT32", [1], True),
+    ("prompt_table_extra_id", "TYPE_UINT64", [1], True),
+    ("embedding_bias_words", "TYPE_STRING", [-1], True),
+    ("embedding_bias_weights", "TYPE_FP32", [-1], True),
+    ("num_draft_tokens", "TYPE_INT32", [1], True),
+    ("use_draft_logits", "TYPE_BOOL", [1], True),
+    ("lora_task_id", "TYPE_UINT64", [1], True),
+    ("lora_weights", "TYPE_FP16", [-1, -1], True),
+    ("lora_config", "TYPE_INT32", [-1, 3], True),
+    ("return_perf_metrics", "TYPE_BOOL", [1], True),
+    ("guided_decoding_guide_type", "TYPE_STRING", [1], True),
+    ("guided_decoding_guide", "TYPE_STRING", [1], True),
+)
+
+# What the BLS puts in its responses (TritonDecoder.create_triton_response).
+_BLS_OUTPUTS = (
+    ("text_output", "TYPE_STRING", [-1]),
+    ("cum_log_probs", "TYPE_FP32", [-1]),
+    ("output_log_probs", "TYPE_FP32", [-1, -1]),
+    ("context_logits", LOGITS_DATATYPE, [-1, -1]),
+    ("generation_logits", LOGITS_DATATYPE, [-1, -1, -1]),
+    ("batch_index", "TYPE_INT32", [1]),
+    ("sequence_index", "TYPE_INT32", [1]),
+    ("kv_cache_alloc_new_blocks", "TYPE_INT32", [1]),
+    ("kv_cache_reused_blocks", "TYPE_INT32", [1]),
+    ("kv_cache_alloc_total_blocks", "TYPE_INT32", [1]),
+    ("arrival_time_ns", "TYPE_INT64", [1]),
+    ("first_scheduled_time_ns", "TYPE_INT64", [1]),
+    ("first_token_time_ns", "TYPE_INT64", [1]),
+    ("last_token_time_ns", "TYPE_INT64", [1]),
+    ("acceptance_rate", "TYPE_FP32", [1]),
+    ("total_accepted_draft_tokens", "TYPE_INT32", [1]),
+    ("total_draft_tokens", "TYPE_INT32", [1]),
+)
+
+# The python model code of each layout model: upstream's files, passed in ``model_files``. The BLS
+# imports its ``lib`` package (``from lib.triton_decoder import TritonDecoder``).
+TRTLLM_ENGINE_MODEL_FILES = {
+    "preprocessing": ("preprocessing/1/model.py",),
+    "postprocessing": ("postprocessing/1/model.py",),
+    "tensorrt_llm_bls": ("tensorrt_llm_bls/1/model.py", "tensorrt_llm_bls/1/lib/decode.py",
+                         "tensorrt_llm_bls/1/lib/triton_decoder.py"),
+}
+LLMAPI_MODEL_FILES = ("1/model.py", "1/helpers.py")
 
 # Upstream template parameters this project leaves unset on purpose (backend default applies):
 # encoder_model_path / cross_kv_cache_fraction (encoder-decoder only), max_tokens_in_paged_kv_cache
 # (unset = bounded by kv_cache_free_gpu_mem_fraction), kv_cache_host_memory_bytes (no host offload),
-# participant_ids (orchestrator mode only), lora_* (no LoRA), medusa/eagle/lookahead (no speculative
-# decoding), xgrammar_tokenizer_info_path (no guided decoding), enable_trt_overlap (removed upstream).
+# participant_ids (only for orchestrator mode with process spawning disabled; this project lets the
+# orchestrator spawn its workers), lora_* (no LoRA), medusa/eagle/lookahead (no speculative decoding),
+# xgrammar_tokenizer_info_path (no guided decoding), enable_trt_overlap (removed upstream).
+
+
+def _trtllm_input_tensors(profile):
+    out = []
+    for n, d, dims, o, r, g in _TRTLLM_INPUTS:
+        dtype = (_TEMPLATED[n] or _dtype_enum(profile)) if n in _TEMPLATED else d
+        out.append(_tensor(n, dtype, dims, o, r, g))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# how Triton is started (upstream's launch_triton_server.py and its Leader/Orchestrator modes)
+
+LAUNCH_MODES = ("single", "orchestrator", "llmapi-spawn", "llmapi-instances")
+
+
+def launch_mode(runtime, world_size, instances):
+    """How upstream starts Triton for ``instances`` model instances of ``world_size`` GPUs each.
+
+    - trtllm-engine, one GPU, one instance: a plain ``tritonserver``.
+    - trtllm-engine otherwise: orchestrator mode (``TRTLLM_ORCHESTRATOR=1``): one Triton process under
+      ``mpirun -n 1`` that spawns one worker per GPU of each instance; instances and their GPUs come from
+      ``instance_group`` count and ``gpu_device_ids`` (``,`` within, ``;`` between instances). Leader mode
+      (``mpirun -n TP``) serves one instance per server and needs a load balancer for more, so it is not used.
+    - trtllm-llmapi, one instance of TP > 1: ``mpirun -n 1 tritonserver`` (upstream's launcher at world
+      size 1); the LLM API spawns its TP workers.
+    - trtllm-llmapi, several instances: plain ``tritonserver`` (upstream's ``--no-mpi``), ``gpu_device_ids``.
+    """
+    if runtime == "trtllm-engine":
+        return "single" if world_size == 1 and instances == 1 else "orchestrator"
+    if runtime == "trtllm-llmapi":
+        if instances > 1:
+            return "llmapi-instances"
+        return "llmapi-spawn" if world_size > 1 else "single"
+    return "single"
+
+
+def server_launch(profile):
+    """``{mode, entrypoint, args, env}``: the container's entrypoint, extra tritonserver args and env."""
+    par = profile["parallel"]
+    ids = par["gpu_device_ids"] if profile["device"] == "gpu" else []
+    world = par["tp"] * par["pp"]
+    mode = launch_mode(profile["runtime"], world, max(1, len(ids)))
+    want = par.get("launch_mode")
+    if want is not None and want != mode:
+        raise ProfileError("parallel.launch_mode", f"is {want!r} but {profile['runtime']} with TP x PP = {world} and "
+                           f"{len(ids)} instance(s) starts as {mode!r}; re-run the planner")
+    entry, args, env = ["tritonserver"], [], {}
+    if mode in ("orchestrator", "llmapi-spawn"):
+        entry = ["mpirun", "--allow-run-as-root", "-n", "1", "tritonserver"]
+    if mode == "orchestrator":
+        env = {"TRTLLM_ORCHESTRATOR": "1", "TRTLLM_ORCHESTRATOR_SPAWN_PROCESSES": "1"}
+        gpus = sorted({int(g) for i in ids for g in i.split(",")})
+        # what upstream's launcher adds for spawned workers (add_multi_model_config)
+        args = ["--pinned-memory-pool-byte-size=0", "--enable-peer-access=false"] + [
+            f"--cuda-memory-pool-byte-size={g}:0" for g in gpus]
+    return {"mode": mode, "entrypoint": entry, "args": args, "env": env}
 
 
 def _tensorrt_llm_config(profile, opts):
@@ -269,8 +498,10 @@ def _tensorrt_llm_config(profile, opts):
             "max_queue_delay_microseconds": sched["max_queue_delay_microseconds"],
             "default_queue_policy": {"max_queue_size": sched["max_queue_size"]},
         },
-        "input": [_tensor(n, d, dims, o, r, g) for n, d, dims, o, r, g in _TRTLLM_INPUTS],
+        "input": _trtllm_input_tensors(profile),
         "output": [_tensor(n, d, dims) for n, d, dims in _TRTLLM_OUTPUTS],
+        # one instance per replica; in orchestrator mode the backend places instance i on the i-th
+        # ';'-separated entry of gpu_device_ids
         "instance_group": [{"count": len(ids), "kind": Enum("KIND_CPU")}],
         "parameters": params,
     }
@@ -286,31 +517,14 @@ def _preprocessing_config(profile, opts):
             "max_queue_delay_microseconds": profile["scheduler"]["max_queue_delay_microseconds"],
             "default_queue_policy": {"max_queue_size": profile["scheduler"]["max_queue_size"]},
         },
-        "input": [
-            _tensor("QUERY", "TYPE_STRING", [1]),
-            _tensor("REQUEST_OUTPUT_LEN", "TYPE_INT32", [1]),
-            _tensor("BAD_WORDS_DICT", "TYPE_STRING", [-1], optional=True),
-            _tensor("STOP_WORDS_DICT", "TYPE_STRING", [-1], optional=True),
-            _tensor("EMBEDDING_BIAS_WORDS", "TYPE_STRING", [-1], optional=True),
-            _tensor("EMBEDDING_BIAS_WEIGHTS", "TYPE_FP32", [-1], optional=True),
-            _tensor("END_ID", "TYPE_INT32", [1], optional=True),
-            _tensor("PAD_ID", "TYPE_INT32", [1], optional=True),
-        ],
-        "output": [
-            _tensor("INPUT_ID", "TYPE_INT32", [-1]),
-            _tensor("REQUEST_INPUT_LEN", "TYPE_INT32", [1]),
-            _tensor("BAD_WORDS_IDS", "TYPE_INT32", [2, -1]),
-            _tensor("STOP_WORDS_IDS", "TYPE_INT32", [2, -1]),
-            _tensor("EMBEDDING_BIAS", "TYPE_FP32", [-1]),
-            _tensor("REQUEST_OUTPUT_LEN", "TYPE_INT32", [-1]),
-            _tensor("OUT_END_ID", "TYPE_INT32", [1]),
-            _tensor("OUT_PAD_ID", "TYPE_INT32", [1]),
-        ],
+        "input": [_tensor(n, d, dims, optional=o) for n, d, dims, o in _PRE_INPUTS],
+        "output": [_tensor(n, d, dims) for n, d, dims in _PRE_OUTPUTS],
         "instance_group": [{"count": opts["preprocessing_instance_count"], "kind": Enum("KIND_CPU")}],
         "parameters": {
             "tokenizer_dir": opts["tokenizer_dir"],
             "add_special_tokens": False,
-            "max_input_len": lim["max_input_len"],
+            # read unconditionally by upstream's model.py; "" means text only (no multimodal encoder)
+            "multimodal_model_path": "",
         },
     }
 
@@ -399,15 +613,15 @@ def _bls_config(profile, opts):
         "name": "tensorrt_llm_bls",
         "backend": "python",
         "max_batch_size": profile["limits"]["max_batch_size"],
+        # decoupled: the BLS streams only in decoupled mode (pb_utils.using_decoupled_model_transaction_policy)
         "model_transaction_policy": {"decoupled": True},
-        "input": [_tensor(n, d, dims, o) for n, d, dims, o in _ENSEMBLE_INPUTS],
-        "output": [_tensor("text_output", "TYPE_STRING", [-1])],
+        "input": [_tensor(n, d, dims, o) for n, d, dims, o in _BLS_INPUTS],
+        "output": [_tensor(n, d, dims) for n, d, dims in _BLS_OUTPUTS],
         "instance_group": [{"count": opts["bls_instance_count"], "kind": Enum("KIND_CPU")}],
         "parameters": {
             "accumulate_tokens": False,
             "tensorrt_llm_model_name": "tensorrt_llm",
             "tensorrt_llm_draft_model_name": "",
-            "logits_datatype": "TYPE_FP32",
         },
     }
 
@@ -426,12 +640,12 @@ def _render_trtllm_engine(profile, opts):
         ),
     }
     load = [served]
-    needed = ["preprocessing/1/model.py", "postprocessing/1/model.py"]
+    needed = list(TRTLLM_ENGINE_MODEL_FILES["preprocessing"] + TRTLLM_ENGINE_MODEL_FILES["postprocessing"])
     if opts["bls"]:
         files["tensorrt_llm_bls/config.pbtxt"] = render_validated(
             _bls_config(profile, opts), header, "tensorrt_llm_bls"
         )
-        needed.append("tensorrt_llm_bls/1/model.py")
+        needed += TRTLLM_ENGINE_MODEL_FILES["tensorrt_llm_bls"]
         load.append("tensorrt_llm_bls")
     return files, load, needed
 
@@ -452,6 +666,18 @@ def _llmapi_model_yaml(profile, opts):
         "backend": "pytorch",
         "tensor_parallel_size": par["tp"],
         "pipeline_parallel_size": par["pp"],
+    }
+    ep = par.get("ep") or 1
+    if not isinstance(ep, int) or isinstance(ep, bool) or ep < 1 or par["tp"] % ep:
+        raise ProfileError("parallel.ep", f"must be a whole number >= 1 that divides parallel.tp ({par['tp']}), got {ep!r}")
+    if ep > 1 and not profile["model"].get("moe"):
+        raise ProfileError("parallel.ep", f"is {ep} but {profile['model'].get('key')} has no experts; set it to 1")
+    if profile["model"].get("moe"):
+        # experts split EP ways, each expert's weights split TP/EP ways (llm_args: moe_expert_parallel_size,
+        # moe_tensor_parallel_size; their product is the TP size)
+        data["moe_expert_parallel_size"] = ep
+        data["moe_tensor_parallel_size"] = par["tp"] // ep
+    data.update({
         "max_batch_size": lim["max_batch_size"],
         "max_num_tokens": lim["max_num_tokens"],
         "max_seq_len": lim["max_seq_len"],
@@ -460,44 +686,65 @@ def _llmapi_model_yaml(profile, opts):
         "kv_cache_config": kv_cfg,
         "scheduler_config": {"capacity_scheduler_policy": profile["scheduler"]["batch_scheduler_policy"].upper()},
         "triton_config": {"max_batch_size": 0, "decoupled": True},
-    }
+    })
     if profile["precision"].get("dtype") in ("bfloat16", "float16"):
         data["dtype"] = profile["precision"]["dtype"]
     return "# " + _header(profile).replace("\n", "\n# ") + "\n" + to_yaml(data)
 
 
+# The llmapi model's tensors as upstream's llmapi config.pbtxt declares them: its model.py sends the
+# perf-metric and cumulative_logprob outputs when a request asks for them.
+_LLMAPI_INPUTS = (
+    ("text_input", "TYPE_STRING", [-1], False),
+    ("streaming", "TYPE_BOOL", [1], True),
+    ("sampling_param_best_of", "TYPE_INT32", [1], True),
+    ("sampling_param_temperature", "TYPE_FP32", [1], True),
+    ("sampling_param_top_k", "TYPE_INT32", [1], True),
+    ("sampling_param_top_p", "TYPE_FP32", [1], True),
+    ("sampling_param_frequency_penalty", "TYPE_FP32", [1], True),
+    ("sampling_param_presence_penalty", "TYPE_FP32", [1], True),
+    ("sampling_param_max_tokens", "TYPE_INT32", [1], True),
+    ("sampling_param_stop", "TYPE_STRING", [-1], True),
+    ("sampling_param_seed", "TYPE_UINT64", [1], True),
+    ("sampling_param_exclude_input_from_output", "TYPE_BOOL", [1], True),
+    ("sampling_param_return_perf_metrics", "TYPE_BOOL", [1], True),
+    ("return_finish_reason", "TYPE_BOOL", [1], True),
+    ("return_stop_reason", "TYPE_BOOL", [1], True),
+    ("return_cumulative_logprob", "TYPE_BOOL", [1], True),
+    ("stop", "TYPE_BOOL", [1], True),
+)
+_LLMAPI_OUTPUTS = (
+    ("text_output", "TYPE_STRING", [-1]),
+    ("finish_reason", "TYPE_STRING", [-1]),
+    ("stop_reason", "TYPE_STRING", [-1]),
+    ("cumulative_logprob", "TYPE_FP32", [-1]),
+    ("kv_cache_reused_block", "TYPE_INT32", [-1]),
+    ("kv_cache_missed_block", "TYPE_INT32", [-1]),
+    ("kv_cache_alloc_new_blocks", "TYPE_INT32", [-1]),
+    ("kv_cache_alloc_total_blocks", "TYPE_INT32", [-1]),
+    ("kv_cache_hit_rate", "TYPE_FP32", [-1]),
+    ("arrival_time_ns", "TYPE_INT64", [1]),
+    ("first_scheduled_time_ns", "TYPE_INT64", [1]),
+    ("first_token_time_ns", "TYPE_INT64", [1]),
+    ("last_token_time_ns", "TYPE_INT64", [1]),
+    ("acceptance_rate", "TYPE_FP32", [1]),
+    ("total_accepted_draft_tokens", "TYPE_INT32", [1]),
+    ("total_draft_tokens", "TYPE_INT32", [1]),
+)
+
+
 def _llmapi_config(profile, opts):
-    ins = [_tensor("text_input", "TYPE_STRING", [1])]
-    for name, dtype in (
-        ("streaming", "TYPE_BOOL"),
-        ("sampling_param_temperature", "TYPE_FP32"),
-        ("sampling_param_top_k", "TYPE_INT32"),
-        ("sampling_param_top_p", "TYPE_FP32"),
-        ("sampling_param_frequency_penalty", "TYPE_FP32"),
-        ("sampling_param_presence_penalty", "TYPE_FP32"),
-        ("sampling_param_max_tokens", "TYPE_INT32"),
-        ("sampling_param_seed", "TYPE_UINT64"),
-        ("sampling_param_exclude_input_from_output", "TYPE_BOOL"),
-        ("return_finish_reason", "TYPE_BOOL"),
-        ("return_stop_reason", "TYPE_BOOL"),
-    ):
-        ins.append(_tensor(name, dtype, [1], optional=True))
-    ins.append(_tensor("sampling_param_stop", "TYPE_STRING", [-1], optional=True))
-    ins.append(_tensor("stop", "TYPE_BOOL", [1], optional=True))
-    groups = [{"count": len(profile["parallel"]["gpu_device_ids"]), "kind": Enum("KIND_CPU")}]
+    ids = profile["parallel"]["gpu_device_ids"]
     params = {}
-    if len(profile["parallel"]["gpu_device_ids"]) > 1:
-        params["gpu_device_ids"] = ";".join(profile["parallel"]["gpu_device_ids"])
+    if len(ids) > 1:
+        # several instances: upstream's docs/llmapi.md multi-instance form (gpu_device_ids, no mpirun)
+        params["gpu_device_ids"] = ";".join(ids)
     return {
         "name": profile["model"]["served_name"],
         "backend": "python",
-        "input": ins,
-        "output": [
-            _tensor("text_output", "TYPE_STRING", [-1]),
-            _tensor("finish_reason", "TYPE_STRING", [-1]),
-            _tensor("stop_reason", "TYPE_STRING", [-1]),
-        ],
-        "instance_group": groups,
+        "input": [_tensor(n, d, dims, optional=o) for n, d, dims, o in _LLMAPI_INPUTS],
+        "output": [_tensor(n, d, dims) for n, d, dims in _LLMAPI_OUTPUTS],
+        "instance_group": [{"count": len(ids), "kind": Enum("KIND_CPU")}],
         "parameters": params or None,
     }
 
@@ -508,7 +755,7 @@ def _render_llmapi(profile, opts):
         f"{served}/config.pbtxt": render_validated(_llmapi_config(profile, opts), _header(profile), served),
         f"{served}/1/model.yaml": _llmapi_model_yaml(profile, opts),
     }
-    return files, [served], [f"{served}/1/model.py"]
+    return files, [served], [f"{served}/{name}" for name in LLMAPI_MODEL_FILES]
 
 
 # --------------------------------------------------------------------------------------------
@@ -640,7 +887,7 @@ def render_repository(profile, options=None, runtime=None):
                 profile["runtime"], ", ".join(missing)
             ),
         )
-    return Repository(files, served, load, profile["runtime"])
+    return Repository(files, served, load, profile["runtime"], server_launch(profile))
 
 
 __all__ = [
@@ -650,6 +897,8 @@ __all__ = [
     "Repository",
     "check_profile",
     "content_hash",
+    "launch_mode",
+    "server_launch",
     "render_repository",
     "to_yaml",
 ]

@@ -1,21 +1,25 @@
 """The preflight planner: model + GPUs of one host group + request -> serving profile (docs/profile.md).
 
-Choice order (issue 3, docs/planner.md): keep 16-bit weights if they fit with the KV cache the request needs;
+Choice order (docs/planner.md): keep 16-bit weights if they fit with the KV cache the request needs;
 else FP8 where the GPU has it; else int8 weight-only; else int4 (AWQ); else more GPUs of the host by TP
-(heads and KV heads divisible); else fail, naming what would fit. Runtime by the DESIGN.md table; operator
-overrides (runtime, precision, KV dtype, TP) are honoured and still checked.
+(TP divides the attention heads and divides the KV heads or is a multiple of them, which replicates
+KV heads); else fail, naming what would fit. MoE models on the LLM-API runtime spread their experts
+over the TP GPUs (EP). Runtime by docs/planner.md; operator overrides (runtime, precision, KV dtype,
+TP, EP) are honoured and still checked.
 """
 
 import math
 
 from . import gpu_catalog, image_matrix, memory_model, model_catalog
 from .fingerprint import fingerprint
+from .model_repository import launch_mode
+from .trtllm_commands import QWEN3_MOE_ARCHITECTURES, QWEN3_MOE_ENGINE_REFUSAL
 
 GIB = memory_model.GIB
 SCHEMA_VERSION = 1
 RUNTIMES = ("trtllm-engine", "trtllm-llmapi", "transformers")
 AUTO_PRECISIONS = ("bf16", "fp8", "int8_wo", "int4_awq")
-# What each runtime can load (reference §3/§4: PyTorch backend Qwen-3 row has FP8, W4A16 AWQ/GPTQ, no
+# What each runtime can load (TRT-LLM docs/source/features/quantization.md: PyTorch backend Qwen-3 row has FP8, W4A16 AWQ/GPTQ, no
 # int8 weight-only; the engine path converts int8/int4 weight-only; transformers serves unquantized).
 RUNTIME_PRECISIONS = {
     "trtllm-engine": ("bf16", "fp16", "fp8", "int8_wo", "int4_awq", "int4_gptq"),
@@ -141,6 +145,7 @@ def _choose_runtime(req, device, gpu, img, m, *, reasons):
     if want and want not in RUNTIMES:
         raise PlanError("unknown runtime {!r}; choose one of {}".format(want, ", ".join(RUNTIMES)))
     qwen3 = m["model_type"].startswith("qwen3")
+    qwen3_moe = m.get("architecture") in QWEN3_MOE_ARCHITECTURES
     if device == "cpu":
         if want and want != "transformers":
             raise PlanError(f"runtime {want} needs an NVIDIA GPU; a CPU host (triton_fleet_device: cpu) serves only "
@@ -148,6 +153,8 @@ def _choose_runtime(req, device, gpu, img, m, *, reasons):
         reasons.append("runtime transformers: CPU host (the lab); TensorRT-LLM needs an NVIDIA GPU")
         return "transformers"
     if want:
+        if want == "trtllm-engine" and qwen3_moe:
+            raise PlanError("runtime trtllm-engine for {}: {}".format(m["key"], QWEN3_MOE_ENGINE_REFUSAL))
         if want.startswith("trtllm") and not trt:
             raise PlanError("runtime {} needs a Triton image with TensorRT-LLM (a -trtllm-python-py3 tag); {} has "
                             "none: use {} or runtime transformers".format(want, img["ref"], image_matrix.PINNED))
@@ -170,7 +177,12 @@ def _choose_runtime(req, device, gpu, img, m, *, reasons):
         reasons.append("runtime transformers: compute capability {} is below 7.5, which Triton 25.xx/26.xx "
                        "TensorRT-LLM needs".format(gpu["compute_capability"]))
         return "transformers"
-    if ccv >= (8, 9):
+    if qwen3_moe:
+        rt = "trtllm-llmapi"
+        why = ("runtime trtllm-llmapi: {} is Qwen3-MoE, which TensorRT-LLM {} serves through the PyTorch backend "
+               "(its engine workflow routes Qwen3-MoE without top-k renormalisation and is listed for Hopper+ "
+               "only, docs/compatibility.md)".format(m["key"], trt))
+    elif ccv >= (8, 9):
         rt = "trtllm-llmapi"
         why = "runtime trtllm-llmapi: compute capability {} (Ada/Hopper/Blackwell) gets the TRT-LLM PyTorch backend".format(gpu["compute_capability"])
     elif image_matrix.engine_allowed(trt):
@@ -244,8 +256,10 @@ def _tp_choices(req, m, gpu, runtime, device):
             return f"TP={t} needs {t} GPUs, the host has {count}"
         if count % t:
             return f"TP={t} does not divide the host's {count} GPUs"
-        if heads % t or kvh % t:
-            return f"TP={t} does not divide {heads} attention heads and {kvh} KV heads"
+        if heads % t:
+            return f"TP={t} does not divide {heads} attention heads"
+        if kvh % t and t % kvh:
+            return f"TP={t} neither divides the {kvh} KV heads nor is a multiple of them (KV heads cannot be replicated evenly)"
         return None
 
     want = req.get("tp")
@@ -276,6 +290,39 @@ def _tp_choices(req, m, gpu, runtime, device):
     return ok, rejected
 
 
+def _ep_choice(req, m, runtime, tp):
+    """(EP, why) for one TP size: the expert-parallel degree and the reason for it."""
+    want = req.get("ep")
+    moe = m.get("moe")
+    if want is not None and want != "":
+        try:
+            ep = int(want)
+        except (TypeError, ValueError):
+            raise PlanError(f"EP must be a whole number, got {want!r}") from None
+        if ep != 1 and not moe:
+            raise PlanError(f"ep override {ep}: {m['key']} is dense (no experts); drop the ep override")
+        if ep < 1 or tp % ep:
+            raise PlanError(f"ep override {ep}: EP must divide TP={tp} (experts are spread over EP of the TP GPUs)")
+        if moe and moe["num_experts"] % ep:
+            raise PlanError(f"ep override {ep}: EP must divide the {moe['num_experts']} experts")
+        if ep > 1 and runtime == "transformers":
+            raise PlanError("the transformers runtime has no expert parallelism; drop the ep override")
+        return ep, "operator override"
+    if not moe:
+        return 1, None
+    if tp == 1:
+        return 1, "EP=1: one GPU holds every expert"
+    if runtime == "trtllm-llmapi":
+        ep = tp
+        while moe["num_experts"] % ep:
+            ep //= 2
+        return ep, ("EP={}: the {} experts spread over the {} GPUs (moe_expert_parallel_size; each GPU holds {} "
+                    "whole experts instead of a 1/{} slice of each)".format(ep, moe["num_experts"], tp,
+                                                                           moe["num_experts"] // ep, tp))
+    return 1, ("EP=1: experts split TP ways (the engine workflow's default; quantize.py has no expert-parallel "
+               "flag)")
+
+
 # ----------------------------------------------------------------------------------------- evaluation
 
 def _limits(context, concurrency, replicas, runtime, req):
@@ -289,18 +336,18 @@ def _limits(context, concurrency, replicas, runtime, req):
             "max_num_tokens": mnt, "max_output_len": out_len, "max_beam_width": 1}
 
 
-def evaluate(m, gpu, runtime, precision, kv_dtype, *, tp, context, concurrency, fraction, req, device="gpu"):
+def evaluate(m, gpu, runtime, precision, kv_dtype, *, tp, context, concurrency, fraction, req, device="gpu", ep=1):
     """Memory of one candidate on one GPU (or the CPU host) and whether the request fits."""
     replicas = 1 if device == "cpu" else gpu["count_per_host"] // tp
     limits = _limits(context, concurrency, replicas, runtime, req)
     act = "float32" if precision == "fp32" else ("float16" if precision == "fp16" else "bfloat16")
-    w = memory_model.weight_bytes(m, precision, tp)
+    w = memory_model.weight_bytes(m, precision, tp, ep=ep)
     reserve = memory_model.runtime_reserve(m, "cpu" if device == "cpu" else runtime, limits["max_num_tokens"],
                                            limits["max_batch_size"], act_dtype=act, tp=tp)
     kv_tok = memory_model.kv_bytes_per_token(m, kv_dtype, tp)
     need_tokens = limits["max_batch_size"] * context
     mem = gpu["memory_bytes"]
-    res = {"precision": precision, "kv_dtype": kv_dtype, "tp": tp, "replicas": replicas, "limits": limits,
+    res = {"precision": precision, "kv_dtype": kv_dtype, "tp": tp, "ep": ep, "replicas": replicas, "limits": limits,
            "weights": w, "reserve": reserve["total"], "reserve_detail": reserve, "kv_per_token": kv_tok,
            "need_tokens": need_tokens, "need_kv_bytes": need_tokens * kv_tok, "memory": mem, "act_dtype": act,
            "fraction": fraction}
@@ -331,18 +378,20 @@ def _reject_reason(r, gpu, device):
                r["capacity"], r["capacity"] // r["limits"]["max_seq_len"], r["limits"]["max_seq_len"]))
 
 
-def _candidate_name(precision, tp, runtime):
-    return f"{precision} tp{tp} {runtime}"
+def _candidate_name(precision, tp, runtime, ep=1):
+    return f"{precision} tp{tp}{f' ep{ep}' if ep > 1 else ''} {runtime}"
 
 
 def _search(m, gpu, runtime, precisions, kv_req, *, tps, context, concurrency, fraction, req, device):
     """Try candidates in the choice order: precision first, then TP. Returns (chosen, tried)."""
     tried = []
     for tp in tps:
+        ep, ep_why = _ep_choice(kv_req, m, runtime, tp)
         for p in precisions:
             kv = _kv_dtype(kv_req, p, device, gpu)
             r = evaluate(m, gpu, runtime, p, kv, tp=tp, context=context, concurrency=concurrency, fraction=fraction,
-                         req=req, device=device)
+                         req=req, device=device, ep=ep)
+            r["ep_why"] = ep_why
             if r["fits"]:
                 return r, tried
             tried.append(r)
@@ -481,7 +530,7 @@ def plan(req):
     chosen, tried = _search(m, gpu, runtime, precisions, req, tps=tps, context=context, concurrency=concurrency,
                             fraction=fraction, req=req, device=device)
     for r in tried:
-        alternatives.append({"name": _candidate_name(r["precision"], r["tp"], runtime),
+        alternatives.append({"name": _candidate_name(r["precision"], r["tp"], runtime, r["ep"]),
                              "rejected_because": _reject_reason(r, gpu, device)})
     where = "{}x {}".format(gpu["count_per_host"], gpu["label"]) if device == "gpu" else gpu["label"]
     if not chosen:
@@ -507,7 +556,7 @@ def plan(req):
 
     # ---- the chosen candidate becomes the profile
     r = chosen
-    precision, kv_dtype, tp = r["precision"], r["kv_dtype"], r["tp"]
+    precision, kv_dtype, tp, ep = r["precision"], r["kv_dtype"], r["tp"], r["ep"]
     if req.get("precision"):
         reasons.append("weights {}: operator override; fits ({} GiB per GPU)".format(precision, gib(r["weights"])))
     elif device == "cpu":
@@ -529,6 +578,13 @@ def plan(req):
                                               else "no NVLink: all-reduce over PCIe slows decode"))
         else:
             reasons.append("TP=1: one GPU per replica fits, {} replica(s) per host".format(r["replicas"]))
+        kvh = m["num_kv_heads"]
+        if tp > kvh:
+            reasons.append("KV heads: TP={} over {} KV heads replicates each KV head on {} GPUs (one per GPU); the "
+                           "KV cache per GPU holds that one head: {} bytes per token".format(
+                               tp, kvh, tp // kvh, r["kv_per_token"]))
+        if r.get("ep_why"):
+            reasons.append(r["ep_why"] if r["ep_why"] != "operator override" else f"EP={ep}: operator override")
         reasons.append("PP=1: pipeline parallelism only pays across nodes; within a host TP is used")
     if r.get("unchecked"):
         reasons.append("host memory not given: no memory fit check (pass host_memory_bytes)")
@@ -542,7 +598,7 @@ def plan(req):
 
     tps_s, eff, roof = memory_model.decode_tokens_per_s_bs1(
         m, runtime, precision, kv_dtype, gpu["bandwidth_gbs"], context_tokens=context // 2, tp=tp, nvlink=gpu["nvlink"],
-        device=device)
+        device=device, ep=ep)
     params = memory_model.param_count(m)
     if device == "cpu":
         device_ids = []
@@ -575,7 +631,8 @@ def plan(req):
                 "nvlink": gpu["nvlink"]},
         "precision": {"dtype": r["act_dtype"], "weights": precision, "kv_cache": kv_dtype},
         "parallel": {"tp": tp, "pp": 1, "gpus_per_replica": 0 if device == "cpu" else tp,
-                     "replicas_per_host": r["replicas"], "gpu_device_ids": device_ids},
+                     "replicas_per_host": r["replicas"], "gpu_device_ids": device_ids,
+                     "launch_mode": launch_mode(runtime, tp, max(1, len(device_ids)))},
         "limits": r["limits"],
         "kv_cache": {"free_gpu_mem_fraction": fraction, "enable_block_reuse": True,
                      "tokens_per_block": int(req.get("tokens_per_block") or DEFAULTS["tokens_per_block"])},
@@ -593,6 +650,8 @@ def plan(req):
         "reasons": reasons,
         "alternatives": alternatives,
     }
+    if m.get("moe"):
+        profile["parallel"]["ep"] = ep
     profile["fingerprint"] = fingerprint(profile)
     return profile
 
@@ -621,8 +680,9 @@ def format_table(profile):
         ("runtime", "{}  image {} ({})".format(p["runtime"], img["ref"], trt)),
         ("precision", "weights {}, KV cache {}, compute {}".format(
             p["precision"]["weights"], p["precision"]["kv_cache"], p["precision"]["dtype"])),
-        ("parallel", "TP {} x PP {}, {} replica(s) per host, devices {}".format(
-            par["tp"], par["pp"], par["replicas_per_host"], "; ".join(par["gpu_device_ids"]) or "cpu")),
+        ("parallel", "TP {} x PP {}{}, {} replica(s) per host, devices {}, Triton start: {}".format(
+            par["tp"], par["pp"], " x EP {}".format(par["ep"]) if "ep" in par else "", par["replicas_per_host"],
+            "; ".join(par["gpu_device_ids"]) or "cpu", par.get("launch_mode", "single"))),
         ("limits", "max_seq_len {}, max_input_len {}, max_output_len {}, max_batch_size {}, max_num_tokens {}".format(
             lim["max_seq_len"], lim["max_input_len"], lim["max_output_len"], lim["max_batch_size"],
             lim["max_num_tokens"])),
@@ -658,7 +718,7 @@ def format_failure(err):
 
 NOT_GPU_GROUPS = {"all", "ungrouped", "gpu_nodes", "gateways", "monitoring", "engine_builders"}
 REQUEST_KEYS = ("model", "model_config", "model_revision", "hf_id", "served_name", "context_length", "concurrency",
-                "max_output_len", "max_num_tokens", "runtime", "precision", "kv_cache_dtype", "tp", "image",
+                "max_output_len", "max_num_tokens", "runtime", "precision", "kv_cache_dtype", "tp", "ep", "image",
                 "trtllm_version", "yarn_factor", "kv_cache_free_gpu_mem_fraction", "device")
 
 

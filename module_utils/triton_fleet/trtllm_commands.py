@@ -1,12 +1,14 @@
 """Serving profile -> the exact TensorRT-LLM 1.2.1 engine-build command lines.
 
 The legacy engine workflow (``convert_checkpoint.py`` or ModelOpt ``quantize.py``, then
-``trtllm-build``) exists only in TRT-LLM <= 1.2.1 / 1.3.0rc20. Flag names below are data, each
-list with its source. They come from ``/work/shared/reference/trtllm-triton.md`` section 4 (which
-cites the TRT-LLM 1.x source files) and were cross-read against the argparse definitions of
-``NVIDIA/TensorRT-LLM`` ``examples/models/core/qwen/convert_checkpoint.py``,
-``examples/quantization/quantize.py`` and ``tensorrt_llm/commands/build.py``. Presence of every
-flag in exactly 1.2.1 is NOT confirmed on a real image (no TRT-LLM here): see docs/compatibility.md.
+``trtllm-build``) exists only in TRT-LLM <= 1.2.1 / 1.3.0rc20. The flag lists below are the subset of
+upstream's argparse definitions this module may emit, each with its upstream file
+(NVIDIA/TensorRT-LLM ``examples/models/core/qwen/convert_checkpoint.py``,
+``examples/quantization/quantize.py``, ``tensorrt_llm/commands/build.py`` and
+``tensorrt_llm/plugin/plugin.py``). tests/unit/test_upstream_conformance.py holds every name, kind and
+choice here, and every emitted command line, against the upstream facts recorded in
+tests/conformance/upstream-trtllm-1.2.1/ (docs/compatibility.md names the revisions read). No
+TRT-LLM runs here, so those facts are the check.
 
 Pure Python; no Ansible import. ``build_steps(profile, ...)`` is the entry point.
 """
@@ -20,65 +22,44 @@ TRTLLM_VERSION = "1.2.1"
 # than guessed: the engine path was removed after 1.3.0rc20 and flags moved between releases.
 SUPPORTED_TRTLLM_VERSIONS = ("1.2.1",)
 
-REF = "/work/shared/reference/trtllm-triton.md section 4"
 SRC_CONVERT = "NVIDIA/TensorRT-LLM:examples/models/core/qwen/convert_checkpoint.py (parse_arguments)"
 SRC_QUANTIZE = "NVIDIA/TensorRT-LLM:examples/quantization/quantize.py (argparse block)"
 SRC_BUILD = "NVIDIA/TensorRT-LLM:tensorrt_llm/commands/build.py (parse_arguments)"
-SRC_PLUGIN = "NVIDIA/TensorRT-LLM:tensorrt_llm/plugin/plugin.py (add_plugin_argument, cli_plugin_args)"
+SRC_PLUGIN = "NVIDIA/TensorRT-LLM:tensorrt_llm/plugin/plugin.py (cli_plugin_args, add_plugin_argument)"
 
 PLUGIN_VALUES = ("auto", "float16", "float32", "bfloat16", "disable")
 FEATURE_VALUES = ("enable", "disable")
+DTYPE_VALUES = ("auto", "float16", "bfloat16", "float32")
 
 
-def _f(kind, choices=None, source=REF):
+def _f(kind, choices=None, source=None):
     return {"kind": kind, "choices": tuple(choices) if choices else None, "source": source}
 
 
 # kind: "flag" (store_true, no value) | "int" | "float" | "str" | "choice" (value in choices)
 CONVERT_CHECKPOINT_FLAGS = {
-    "--model_dir": _f("str", source=REF + "; " + SRC_CONVERT),
-    "--output_dir": _f("str", source=REF + "; " + SRC_CONVERT),
-    "--tp_size": _f("int", source=REF + "; " + SRC_CONVERT),
-    "--pp_size": _f("int", source=REF + "; " + SRC_CONVERT),
-    "--cp_size": _f("int", source=REF + "; " + SRC_CONVERT),
-    "--moe_tp_size": _f("int", source=REF + "; " + SRC_CONVERT),
-    "--moe_ep_size": _f("int", source=REF + "; " + SRC_CONVERT),
-    "--dtype": _f("choice", ("auto", "float16", "bfloat16", "float32"), REF + "; " + SRC_CONVERT),
-    "--use_weight_only": _f("flag", source=REF + "; " + SRC_CONVERT),
-    "--weight_only_precision": _f("choice", ("int8", "int4", "int4_gptq", "int8_gptq"), REF + "; " + SRC_CONVERT),
-    "--disable_weight_only_quant_plugin": _f("flag", source=REF + "; " + SRC_CONVERT),
-    "--smoothquant": _f("float", source=REF + "; " + SRC_CONVERT),
-    "--per_channel": _f("flag", source=REF + "; " + SRC_CONVERT),
-    "--per_token": _f("flag", source=REF + "; " + SRC_CONVERT),
-    "--int8_kv_cache": _f("flag", source=REF + "; " + SRC_CONVERT),
-    "--per_group": _f("flag", source=REF + "; " + SRC_CONVERT),
-    "--group_size": _f("int", source=REF + "; " + SRC_CONVERT),
-    "--calib_dataset": _f("str", source=REF + "; " + SRC_CONVERT),
-    "--load_model_on_cpu": _f("flag", source=REF + "; " + SRC_CONVERT),
-    "--use_parallel_embedding": _f("flag", source=REF + "; " + SRC_CONVERT),
-    "--embedding_sharding_dim": _f("choice", ("0", "1"), REF + "; " + SRC_CONVERT),
-    "--workers": _f("int", source=REF + "; " + SRC_CONVERT),
+    name: _f(kind, choices, SRC_CONVERT) for name, kind, choices in (
+        ("--model_dir", "str", None), ("--output_dir", "str", None), ("--tp_size", "int", None),
+        ("--pp_size", "int", None), ("--cp_size", "int", None), ("--moe_tp_size", "int", None),
+        ("--moe_ep_size", "int", None), ("--dtype", "choice", DTYPE_VALUES), ("--use_weight_only", "flag", None),
+        ("--weight_only_precision", "choice", ("int8", "int4", "int4_gptq", "int8_gptq")),
+        ("--disable_weight_only_quant_plugin", "flag", None), ("--smoothquant", "float", None),
+        ("--per_channel", "flag", None), ("--per_token", "flag", None), ("--int8_kv_cache", "flag", None),
+        ("--per_group", "flag", None), ("--group_size", "int", None), ("--calib_dataset", "str", None),
+        ("--load_model_on_cpu", "flag", None), ("--use_parallel_embedding", "flag", None),
+        ("--embedding_sharding_dim", "choice", ("0", "1")), ("--workers", "int", None),
+    )
 }
 
 QUANTIZE_FLAGS = {
-    "--model_dir": _f("str", source=REF + "; " + SRC_QUANTIZE),
-    "--output_dir": _f("str", source=REF + "; " + SRC_QUANTIZE),
-    "--dtype": _f("choice", ("auto", "float16", "bfloat16", "float32"), REF + "; " + SRC_QUANTIZE),
-    "--qformat": _f(
-        "choice",
-        ("nvfp4", "fp8", "int8_sq", "int4_awq", "w4a8_awq", "int8_wo", "int4_wo", "full_prec"),
-        REF + "; " + SRC_QUANTIZE,
-    ),
-    "--kv_cache_dtype": _f("choice", ("int8", "fp8"), REF + "; " + SRC_QUANTIZE),
-    "--calib_size": _f("int", source=REF + "; " + SRC_QUANTIZE),
-    "--awq_block_size": _f("int", source=REF + "; " + SRC_QUANTIZE),
-    # Not in the reference's list; present in the quantize.py argparse read above (unconfirmed for 1.2.1).
-    "--tp_size": _f("int", source=SRC_QUANTIZE),
-    "--pp_size": _f("int", source=SRC_QUANTIZE),
-    "--calib_dataset": _f("str", source=SRC_QUANTIZE),
-    "--batch_size": _f("int", source=SRC_QUANTIZE),
-    "--calib_max_seq_length": _f("int", source=SRC_QUANTIZE),
-    "--device": _f("choice", ("cuda", "cpu"), SRC_QUANTIZE),
+    name: _f(kind, choices, SRC_QUANTIZE) for name, kind, choices in (
+        ("--model_dir", "str", None), ("--output_dir", "str", None), ("--dtype", "choice", DTYPE_VALUES),
+        ("--qformat", "choice", ("nvfp4", "fp8", "int8_sq", "int4_awq", "w4a8_awq", "int8_wo", "int4_wo", "full_prec")),
+        ("--kv_cache_dtype", "choice", ("int8", "fp8")), ("--calib_size", "int", None),
+        ("--awq_block_size", "int", None), ("--tp_size", "int", None), ("--pp_size", "int", None),
+        ("--calib_dataset", "str", None), ("--batch_size", "int", None), ("--calib_max_seq_length", "int", None),
+        ("--device", "choice", ("cuda", "cpu")),
+    )
 }
 
 _PLUGINS = ("--gpt_attention_plugin", "--gemm_plugin", "--moe_plugin", "--nccl_plugin", "--lora_plugin")
@@ -88,38 +69,24 @@ _FEATURES = (
 )
 
 TRTLLM_BUILD_FLAGS = {
-    "--checkpoint_dir": _f("str", source=REF + "; " + SRC_BUILD),
-    "--output_dir": _f("str", source=REF + "; " + SRC_BUILD),
-    "--workers": _f("int", source=REF + "; " + SRC_BUILD),
-    "--max_batch_size": _f("int", source=REF + "; " + SRC_BUILD),
-    "--max_input_len": _f("int", source=REF + "; " + SRC_BUILD),
-    "--max_seq_len": _f("int", source=REF + "; " + SRC_BUILD),
-    "--max_num_tokens": _f("int", source=REF + "; " + SRC_BUILD),
-    "--max_beam_width": _f("int", source=REF + "; " + SRC_BUILD),
-    "--opt_num_tokens": _f("int", source=REF + "; " + SRC_BUILD),
-    "--kv_cache_type": _f("choice", ("continuous", "paged", "disabled"), REF + "; " + SRC_BUILD),
-    "--tokens_per_block": _f("int", source=REF + "; " + SRC_PLUGIN),
-    "--logits_dtype": _f("choice", ("float16", "float32"), REF + "; " + SRC_BUILD),
-    "--gather_context_logits": _f("flag", source=REF + "; " + SRC_BUILD),
-    "--gather_generation_logits": _f("flag", source=REF + "; " + SRC_BUILD),
-    "--gather_all_token_logits": _f("flag", source=REF + "; " + SRC_BUILD),
-    "--max_draft_len": _f("int", source=REF + "; " + SRC_BUILD),
-    "--speculative_decoding_mode": _f(
-        "choice",
-        ("draft_tokens_external", "lookahead_decoding", "medusa", "explicit_draft_tokens", "eagle"),
-        REF + "; " + SRC_BUILD,
-    ),
-    "--weight_streaming": _f("flag", source=REF + "; " + SRC_BUILD),
-    "--strip_plan": _f("flag", source=REF + "; " + SRC_BUILD),
-    "--fast_build": _f("flag", source=REF + "; " + SRC_BUILD),
-    "--monitor_memory": _f("flag", source=REF + "; " + SRC_BUILD),
-    "--input_timing_cache": _f("str", source=REF + "; " + SRC_BUILD),
-    "--output_timing_cache": _f("str", source=REF + "; " + SRC_BUILD),
-    "--log_level": _f("choice", ("internal_error", "error", "warning", "info", "verbose", "debug", "trace"),
-                      SRC_BUILD),
+    name: _f(kind, choices, SRC_BUILD) for name, kind, choices in (
+        ("--checkpoint_dir", "str", None), ("--output_dir", "str", None), ("--workers", "int", None),
+        ("--max_batch_size", "int", None), ("--max_input_len", "int", None), ("--max_seq_len", "int", None),
+        ("--max_num_tokens", "int", None), ("--max_beam_width", "int", None), ("--opt_num_tokens", "int", None),
+        ("--kv_cache_type", "choice", ("continuous", "paged", "disabled")),
+        ("--logits_dtype", "choice", ("float16", "float32")), ("--gather_context_logits", "flag", None),
+        ("--gather_generation_logits", "flag", None), ("--gather_all_token_logits", "flag", None),
+        ("--max_draft_len", "int", None),
+        ("--speculative_decoding_mode", "choice",
+         ("draft_tokens_external", "lookahead_decoding", "medusa", "explicit_draft_tokens", "eagle")),
+        ("--weight_streaming", "flag", None), ("--strip_plan", "flag", None), ("--fast_build", "flag", None),
+        ("--monitor_memory", "flag", None), ("--input_timing_cache", "str", None),
+        ("--output_timing_cache", "str", None),
+    )
 }
-TRTLLM_BUILD_FLAGS.update({name: _f("choice", PLUGIN_VALUES, REF + "; " + SRC_PLUGIN) for name in _PLUGINS})
-TRTLLM_BUILD_FLAGS.update({name: _f("choice", FEATURE_VALUES, REF + "; " + SRC_PLUGIN) for name in _FEATURES})
+TRTLLM_BUILD_FLAGS["--tokens_per_block"] = _f("int", source=SRC_PLUGIN)
+TRTLLM_BUILD_FLAGS.update({name: _f("choice", PLUGIN_VALUES, SRC_PLUGIN) for name in _PLUGINS})
+TRTLLM_BUILD_FLAGS.update({name: _f("choice", FEATURE_VALUES, SRC_PLUGIN) for name in _FEATURES})
 
 # Tool name -> (flag table, path relative to the TRT-LLM examples dir or None for a console script)
 TOOLS = {
@@ -141,6 +108,15 @@ AWQ_BLOCK_SIZE = 128
 AWQ_CALIB_SIZE = 32
 FP8_CALIB_SIZE = 512
 SMOOTHQUANT_ALPHA = 0.5
+
+
+# Qwen3-MoE through the engine workflow: docs/compatibility.md "Qwen3-MoE" gives the upstream facts.
+QWEN3_MOE_ARCHITECTURES = ("Qwen3MoeForCausalLM",)
+QWEN3_MOE_ENGINE_REFUSAL = (
+    "Qwen3-MoE is not built as a TensorRT-LLM 1.2.1 engine here: the engine converter accepts qwen3_moe but routes "
+    "with normalization NONE while Qwen3-MoE renormalises its top-k weights (norm_topk_prob), and TensorRT-LLM's "
+    "Qwen README lists Qwen3 MoE engines for Hopper+ only and runs Qwen3 MoE with the PyTorch backend. Use runtime "
+    "trtllm-llmapi (the planner chooses it for Qwen3-MoE)")
 
 
 class CommandError(ValueError):
@@ -279,6 +255,17 @@ def check_profile(profile):
         raise CommandError("int4_gptq weights come pre-quantized through convert_checkpoint.py, which has no FP8 "
                            "KV cache; use int4_awq (quantize.py) for an FP8 KV cache")
     tp, pp = _pos_int(profile, "parallel.tp"), _pos_int(profile, "parallel.pp")
+    arch = _get(profile, "model.architecture", required=False)
+    if arch in QWEN3_MOE_ARCHITECTURES:
+        raise CommandError(QWEN3_MOE_ENGINE_REFUSAL)
+    ep = _get(profile, "parallel.ep", required=False) or 1
+    if not isinstance(ep, int) or isinstance(ep, bool) or ep < 1 or tp % ep:
+        raise CommandError(f"parallel.ep must be a whole number that divides parallel.tp ({tp}), got {ep!r}")
+    if ep > 1 and not _get(profile, "model.moe", required=False):
+        raise CommandError(f"parallel.ep is {ep} but the model has no experts; set it to 1")
+    if ep > 1 and uses_quantize({"weights": weights, "kv": kv}):
+        raise CommandError("quantize.py (FP8 / INT4-AWQ / FP8 KV) has no expert-parallel flag (--moe_ep_size is a "
+                           "convert_checkpoint.py flag): use parallel.ep 1, or bf16/int8 weight-only weights")
     limits = {k: _pos_int(profile, "limits." + k) for k in
               ("max_batch_size", "max_input_len", "max_seq_len", "max_num_tokens", "max_beam_width")}
     if limits["max_input_len"] > limits["max_seq_len"]:
@@ -287,7 +274,8 @@ def check_profile(profile):
     tokens_per_block = _pos_int(profile, "kv_cache.tokens_per_block")
     if tokens_per_block & (tokens_per_block - 1):
         raise CommandError(f"kv_cache.tokens_per_block must be a power of two, got {tokens_per_block}")
-    return {"dtype": dtype, "weights": weights, "kv": kv, "tp": tp, "pp": pp, "limits": limits,
+    return {"dtype": dtype, "weights": weights, "kv": kv, "tp": tp, "pp": pp, "ep": ep,
+            "moe": bool(_get(profile, "model.moe", required=False)), "limits": limits,
             "tokens_per_block": tokens_per_block, "trtllm": version}
 
 
@@ -308,6 +296,9 @@ def convert_args(view, model_dir, output_dir, workers=1):
         args += ["--smoothquant", str(SMOOTHQUANT_ALPHA), "--per_channel", "--per_token"]
     if view["kv"] == "int8":
         args += ["--int8_kv_cache"]
+    if view.get("moe"):
+        # convert_checkpoint.py requires moe_tp_size * moe_ep_size == tp_size
+        args += ["--moe_tp_size", str(view["tp"] // view["ep"]), "--moe_ep_size", str(view["ep"])]
     if workers > 1:
         args += ["--workers", str(workers)]
     return args

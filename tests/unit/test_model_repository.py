@@ -21,11 +21,13 @@ UPDATE = os.environ.get("TRITON_FLEET_UPDATE_GOLDEN") == "1"
 # Stand-ins for the python model code the role passes in (their content is not rendered here).
 MODEL_FILES = {
     "transformers": {"1/model.py": "# model\n", "1/generation_request.py": "# logic\n"},
-    "trtllm-llmapi": {"1/model.py": "# llmapi model.py from TRT-LLM\n"},
+    "trtllm-llmapi": {"1/model.py": "# llmapi model.py from TRT-LLM\n", "1/helpers.py": "# llmapi helpers.py\n"},
     "trtllm-engine": {
         "preprocessing/1/model.py": "# pre\n",
         "postprocessing/1/model.py": "# post\n",
         "tensorrt_llm_bls/1/model.py": "# bls\n",
+        "tensorrt_llm_bls/1/lib/decode.py": "# bls lib decode\n",
+        "tensorrt_llm_bls/1/lib/triton_decoder.py": "# bls lib triton_decoder\n",
     },
 }
 CASES = {
@@ -93,7 +95,7 @@ def test_trtllm_engine_layout_and_parameters_from_profile():
     assert ens.platform == "ensemble"
     assert [s.model_name for s in ens.ensemble_scheduling.step] == ["preprocessing", "tensorrt_llm", "postprocessing"]
     names = {t.name for t in ens.input}
-    assert {"text_input", "max_tokens", "stream", "temperature", "top_p", "top_k", "stop_words", "random_seed"} <= names
+    assert {"text_input", "max_tokens", "stream", "temperature", "top_p", "top_k", "stop_words", "seed"} <= names
     assert [t.name for t in ens.output] == ["text_output"]
     pre = validate(repo["preprocessing/config.pbtxt"])
     assert pre.instance_group[0].count == 5
@@ -137,7 +139,7 @@ def test_transformers_cpu_and_gpu_instances():
     assert msg.model_transaction_policy.decoupled
     assert msg.parameters["dtype"].string_value == "float32"
     assert msg.parameters["max_output_len"].string_value == "256"
-    assert {"text_input", "max_tokens", "stream", "temperature", "top_p", "top_k", "stop_words", "random_seed"} <= {
+    assert {"text_input", "max_tokens", "stream", "temperature", "top_p", "top_k", "stop_words", "random_seed", "seed"} <= {
         t.name for t in msg.input
     }
     assert repo["qwen3-tiny/1/model.py"] == "# model\n"

@@ -10,9 +10,31 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 LOG = os.environ.get("TRTLLM_STANDIN_LOG", "/var/lib/trtllm-standin/calls.jsonl")
 
 
+# Upstream's argparse facts for TRT-LLM 1.2.1 (tests/conformance/upstream-trtllm-1.2.1, read from
+# TensorRT-LLM's own files, not from this project's tables). A copy next to the stand-in wins (the
+# Molecule scenario copies it there); in a checkout the repository's copy is used.
+FACT_FILES = {"convert_checkpoint.py": "convert_checkpoint.json", "quantize.py": "quantize.json",
+              "trtllm-build": "trtllm-build.json"}
+
+
+def _facts_dir():
+    for cand in (os.path.join(ROOT, "conformance"),
+                 os.path.join(ROOT, "..", "..", "conformance", "upstream-trtllm-1.2.1")):
+        if os.path.isdir(cand):
+            return cand
+    print("[stand-in] upstream flag facts not found next to the stand-in or in tests/conformance", file=sys.stderr)
+    sys.exit(1)
+
+
 def load_flags(tool):
-    with open(os.path.join(ROOT, "flags-1.2.1.json")) as handle:
-        return json.load(handle)["tools"][tool]
+    with open(os.path.join(_facts_dir(), FACT_FILES[tool])) as handle:
+        facts = json.load(handle)
+    flags = dict(facts["flags"])
+    for meta in facts["flags"].values():
+        for alias in meta.get("aliases", []):
+            flags[alias] = meta
+    return {"flags": flags, "required": facts.get("required", []),
+            "required_one_of": facts.get("required_one_of", [])}
 
 
 def parse(tool, argv):
@@ -38,6 +60,8 @@ def parse(tool, argv):
             die(tool, f"argument {name}: expected one argument")
         if meta["kind"] == "choice" and value not in meta["choices"]:
             die(tool, "argument {}: invalid choice: '{}' (choose from {})".format(name, value, ", ".join(f"'{c}'" for c in meta["choices"])))
+        if meta["kind"] == "float" and not re.fullmatch(r"-?\d+(\.\d*)?", value):
+            die(tool, f"argument {name}: invalid float value: '{value}'")
         if meta["kind"] == "int" and not re.fullmatch(r"-?\d+", value):
             die(tool, f"argument {name}: invalid int value: '{value}'")
         values[name] = value
@@ -46,6 +70,9 @@ def parse(tool, argv):
     for name in spec["required"]:
         if name not in values:
             die(tool, f"the following arguments are required: {name}")
+    for group in spec["required_one_of"]:
+        if not any(name in values for name in group):
+            die(tool, "one of {} must be given".format(", ".join(group)))
     record(tool, argv)
     if os.environ.get("TRTLLM_STANDIN_FAIL") == tool:
         print("[TensorRT-LLM][ERROR] stand-in failure requested by TRTLLM_STANDIN_FAIL", file=sys.stderr)

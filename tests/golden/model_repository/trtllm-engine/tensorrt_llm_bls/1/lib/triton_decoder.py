@@ -1,0 +1,1 @@
+# bls lib triton_decoder
