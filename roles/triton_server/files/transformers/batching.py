@@ -228,6 +228,18 @@ class BatchEngine:
             fn, args = item
             _safe(fn, *args)
 
+    def _memory(self):
+        if self.device.type != "cuda":
+            return ""
+        cuda = self.torch.cuda
+        gib = 1024.0**3
+        return (
+            f"; GPU memory allocated {cuda.memory_allocated(self.device) / gib:.2f} GiB "
+            f"(peak {cuda.max_memory_allocated(self.device) / gib:.2f}), "
+            f"reserved {cuda.memory_reserved(self.device) / gib:.2f} GiB "
+            f"(peak {cuda.max_memory_reserved(self.device) / gib:.2f})"
+        )
+
     def _cache_pos(self, start, stop):
         if not self._cache_position:
             return {}
@@ -261,7 +273,7 @@ class BatchEngine:
                         seq.finish = seq.finish or "error"
                         self._post(seq.failed, f"generation failed: {exc}")
                     self._reset()
-                self.stats.maybe_log(self.log, self.stats_every_s, len(self.rows), len(self.waiting))
+                self.stats.maybe_log(self.log, self.stats_every_s, len(self.rows), len(self.waiting), self._memory)
         for seq in pending:
             self._post(seq.failed, "the model was unloaded before this request finished")
 
@@ -532,7 +544,7 @@ class _Stats:
         self.prefill_toks += toks
         self.prefill_s += seconds
 
-    def maybe_log(self, log, every, rows, waiting):
+    def maybe_log(self, log, every, rows, waiting, memory=lambda: ""):
         now = time.monotonic()
         if now - self.since < every or not (self.steps or self.prefills):
             return
@@ -543,7 +555,7 @@ class _Stats:
             f"forward {1000 * self.fwd / st:.1f} ms, sample+sync {1000 * self.sample / st:.1f} ms, "
             f"bookkeeping {1000 * self.emit / st:.1f} ms), {self.prefills} prefills ({self.prefill_seqs} seqs, "
             f"{self.prefill_toks} tokens, {self.prefill_s:.2f}s), decode {self.fwd + self.sample + self.emit:.2f}s, "
-            f"{rows} running, {waiting} waiting"
+            f"{rows} running, {waiting} waiting{memory()}"
         )
         self.since = now
         self._zero()

@@ -117,6 +117,10 @@ class TritonPythonModel:
             problem = stub_env.check_stub(stub)
             if problem:
                 raise pb_utils.TritonModelException(problem)
+        # The batch's KV cache grows by one column a step (DynamicCache concatenates), a new size every
+        # time: with fixed segments the caching allocator keeps the outgrown blocks and the process
+        # reserves far more than it uses; expandable segments let it grow and reuse one mapping.
+        os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
