@@ -22,11 +22,18 @@ from triton_fleet import memory_model, model_catalog  # noqa: E402
 
 def hf_config(m):
     return Qwen3Config(
-        vocab_size=m["vocab_size"], hidden_size=m["hidden_size"], intermediate_size=m["intermediate_size"],
-        num_hidden_layers=m["num_layers"], num_attention_heads=m["num_attention_heads"],
-        num_key_value_heads=m["num_kv_heads"], head_dim=m["head_dim"],
-        max_position_embeddings=m["max_position_embeddings"], tie_word_embeddings=m["tie_word_embeddings"],
-        rope_theta=1e6, rms_norm_eps=1e-6, attention_bias=False,
+        vocab_size=m["vocab_size"],
+        hidden_size=m["hidden_size"],
+        intermediate_size=m["intermediate_size"],
+        num_hidden_layers=m["num_layers"],
+        num_attention_heads=m["num_attention_heads"],
+        num_key_value_heads=m["num_kv_heads"],
+        head_dim=m["head_dim"],
+        max_position_embeddings=m["max_position_embeddings"],
+        tie_word_embeddings=m["tie_word_embeddings"],
+        rope_theta=1e6,
+        rms_norm_eps=1e-6,
+        attention_bias=False,
     )
 
 
@@ -52,7 +59,9 @@ def main():
     weights_meas = torch.cuda.memory_allocated() - base
     params_meas = sum(p.numel() for p in model.parameters())
     rows = {
-        "model": a.model, "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
+        "model": a.model,
+        "gpu": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
         "build_seconds": round(time.time() - t0, 1),
         "params": {"pred": memory_model.param_count(m), "meas": params_meas},
         "weights_bytes": {"pred": memory_model.weight_bytes(m, "bf16"), "meas": weights_meas},
@@ -72,14 +81,18 @@ def main():
         peak_over = torch.cuda.max_memory_allocated() - before
         act_pred = b * t * memory_model.activation_bytes_per_token(m, "bf16")
         rows["prefill"][shape] = {
-            "kv_pred": kv_tok * b * t, "kv_meas": kv_meas,
-            "transient_pred": act_pred, "transient_meas": peak_over - kv_meas,
+            "kv_pred": kv_tok * b * t,
+            "kv_meas": kv_meas,
+            "transient_pred": act_pred,
+            "transient_meas": peak_over - kv_meas,
         }
         del out, ids
     print(f"{a.model} on {rows['gpu']} (torch {rows['torch']})")
     print(f"{'quantity':34} {'predicted':>16} {'measured':>16} {'error':>9}")
+
     def line(name, p, q):
         print(f"{name:34} {p:16,d} {q:16,d} {pct(p, q):8.3f}%")
+
     line("parameters", rows["params"]["pred"], rows["params"]["meas"])
     line("weight bytes (bf16)", rows["weights_bytes"]["pred"], rows["weights_bytes"]["meas"])
     for shape, r in rows["prefill"].items():

@@ -147,9 +147,9 @@ def parse_request(inputs, limits):
         if mt < 0 or mt > max_tokens:
             raise RequestError(f"min_tokens must be between 0 and max_tokens ({max_tokens}), got {mt!r}")
         req.min_tokens = mt
-    seed = _number(inputs.get("random_seed"), "random_seed", int)
-    if seed is None:
-        seed = _number(inputs.get("seed"), "seed", int)
+    seed = _number(inputs.get("seed"), "seed", int)
+    if seed is None:  # TRT-LLM's name for it, accepted as an alias
+        seed = _number(inputs.get("random_seed"), "random_seed", int)
     req.seed = seed
     req.end_id = _number(inputs.get("end_id"), "end_id", int)
     req.pad_id = _number(inputs.get("pad_id"), "pad_id", int)
