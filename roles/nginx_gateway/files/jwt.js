@@ -1,16 +1,22 @@
 // triton-fleet gateway: JWT verification for NGINX OSS + njs 0.7.9 (Debian 12).
 //
 // Runs as `js_content jwt.authorize` in a loopback server that stage 1's `auth_request`
-// reaches through a proxy_cache of verdicts: async is allowed there, unlike `js_set` (see
-// shared reference gateway-monitoring.md §1.3), and the ~0.3 ms of RSA key import + verify
-// is paid once per token and cache lifetime instead of on every request.
+// reaches through a proxy_cache of verdicts: async is allowed there, unlike `js_set` (which
+// "supports only synchronous operations", nginx.org ngx_http_js_module docs; see
+// docs/gateway.md), and the ~0.3 ms of RSA key import + verify is paid once per token and
+// cache lifetime instead of on every request.
 // Two preloaded objects (js_preload_object, rendered by the role):
 //   jwt_keys   { "<kid>": { "alg": "RS256", "spki": "<PEM SubjectPublicKeyInfo>" }
 //              | { "alg": "HS256", "secret": "<shared secret>" } }
 //   jwt_policy { algorithms, issuer, audience, leeway, scope_claim, scope_value,
 //                models_claim, served_models, class_claim, classes, default_class, cache_ttl }
+// Request (from stage 1's /_authz*): Authorization, X-Ngw-Model (the model of a /v2 route,
+// empty on gRPC) and X-Ngw-Route: "openai" for /v1, where the model is in the body and the
+// models claim is enforced by the OpenAI-compatible service, not here.
 // Result (headers of the 2xx/401/403 answer, read with auth_request_set):
-//   X-Auth-Sub, X-Auth-Class (+ X-Accel-Expires, the cache lifetime) on success;
+//   X-Auth-Sub, X-Auth-Class, X-Auth-Models (the verified models claim as a JSON array,
+//   ["*"] when it allows all or no models claim is configured, [] when the configured claim is
+//   absent) (+ X-Accel-Expires, the cache lifetime) on success;
 //   X-Auth-Error (a short, fixed reason code for the log and the JSON body) on 401 / 403. nginx maps the reason to WWW-Authenticate.
 // A key is bound to ONE algorithm: the token's `alg` must be in the allow-list AND equal
 // the key's `alg`, so an RSA public key can never be used as an HMAC secret, and `none`
@@ -33,6 +39,8 @@ var ALGS = {
 };
 
 var B64URL = /^[A-Za-z0-9_-]+$/;
+// Model names forwarded in X-Auth-Models: plain ASCII only (a header value), others dropped.
+var MODEL_OK = /^[A-Za-z0-9][A-Za-z0-9._:\/-]{0,127}$/;
 var SUB_OK = /^[\x21-\x7e]{1,256}$/;
 
 // Preloaded (js_preload_object) arrays are frozen and lack Array.prototype methods in
@@ -210,7 +218,18 @@ async function verifyToken(r) {
             throw new Reject(403, 'missing_scope');
         }
     }
+    // The models the token may use, as forwarded to the OpenAI-compatible service.
+    var granted = ['*'];
     if (policy.models_claim) {
+        var listed = claimList(c[policy.models_claim]);
+        granted = [];
+        if (listed !== null && contains(listed, '*')) {
+            granted = ['*'];
+        } else if (listed !== null) {
+            granted = listed.filter(function (x) { return MODEL_OK.test(x); });
+        }
+    }
+    if (policy.models_claim && r.headersIn['X-Ngw-Route'] !== 'openai') {
         var models = claimList(c[policy.models_claim]);
         var want = r.variables.ngw_model;
         var allowed = models !== null && contains(models, '*');
@@ -230,7 +249,7 @@ async function verifyToken(r) {
             contains(policy.classes, c[policy.class_claim])) {
         cls = c[policy.class_claim];
     }
-    return { sub: c.sub, cls: cls, ttl: Math.min(policy.cache_ttl, c.exp - now) };
+    return { sub: c.sub, cls: cls, models: granted, ttl: Math.min(policy.cache_ttl, c.exp - now) };
 }
 
 async function authorize(r) {
@@ -248,9 +267,10 @@ async function authorize(r) {
     }
     r.headersOut['X-Auth-Sub'] = res.sub;
     r.headersOut['X-Auth-Class'] = res.cls;
+    r.headersOut['X-Auth-Models'] = JSON.stringify(res.models);
     // Only this answer may be cached by stage 1 (nothing else sets a lifetime), and never past
-    // the token's exp: the verdict depends on nothing but the token, the model, the keys and
-    // the policy, and the cache key holds all four.
+    // the token's exp: the verdict depends on nothing but the token, the model (or the /v1
+    // route), the keys and the policy, and the cache key holds all of them.
     if (res.ttl > 0) {
         r.headersOut['X-Accel-Expires'] = String(res.ttl);
     }

@@ -5,6 +5,9 @@
   gw_checks.py sse     BASE CA TOKEN         times of the SSE events (first event vs end)
   gw_checks.py streams BASE CA TOKEN N       N concurrent SSE streams: statuses
   gw_checks.py grpc    HOST:PORT CA TOKEN    gRPC calls with / without / with a bad token
+  gw_checks.py oai_burst BASE CA TOKEN N     N quick /v1/chat/completions calls: statuses + the first 429
+  gw_checks.py oai_sse   BASE CA TOKEN       a streamed /v1/chat/completions: when each chunk was sent
+                                             (by the stand-in) and received (here)
 Runs on the controller with the project venv (requests, grpcio, tritonclient).
 """
 
@@ -89,6 +92,56 @@ def streams(base, ca, token, n):
     return {"statuses": sorted(statuses)}
 
 
+def oai_burst(base, ca, token, n):
+    out = {"statuses": [], "first_429": None}
+    with requests.Session() as s:
+        for _ in range(int(n)):
+            r = s.post(
+                base + "/v1/chat/completions",
+                json={"model": MODEL, "messages": [{"role": "user", "content": "probe"}]},
+                headers={"Authorization": "Bearer " + token},
+                verify=ca,
+                timeout=30,
+            )
+            out["statuses"].append(r.status_code)
+            if r.status_code == 429 and out["first_429"] is None:
+                out["first_429"] = {
+                    "retry_after": r.headers.get("Retry-After"),
+                    "request_id": r.headers.get("X-Request-ID"),
+                    "body": r.json(),
+                }
+    return out
+
+
+def oai_sse(base, ca, token):
+    body = {"model": MODEL, "stream": True, "messages": [{"role": "user", "content": "probe"}]}
+    r = requests.post(
+        base + "/v1/chat/completions",
+        json=body,
+        headers={"Authorization": "Bearer " + token},
+        verify=ca,
+        stream=True,
+        timeout=30,
+    )
+    chunks, done = [], False
+    for line in r.iter_lines():
+        if line == b"data: [DONE]":
+            done = True
+        elif line.startswith(b"data:"):
+            ev = json.loads(line[5:])
+            # the stand-in and this probe share the host's clock (containers on one kernel)
+            chunks.append({"sent": ev["t"], "received": time.time(), "headers": ev.get("headers")})
+    return {
+        "status": r.status_code,
+        "content_type": r.headers.get("Content-Type"),
+        "chunks": len(chunks),
+        "done": done,
+        "first_received": chunks[0]["received"] if chunks else None,
+        "last_sent": chunks[-1]["sent"] if chunks else None,
+        "headers_seen": chunks[0]["headers"] if chunks else None,
+    }
+
+
 def grpc_calls(target, ca, token):
     import grpc
     from tritonclient.grpc import service_pb2 as pb
@@ -135,6 +188,10 @@ def main(argv):
         out = streams(*argv[2:])
     elif cmd == "grpc" and len(argv) == 5:
         out = grpc_calls(*argv[2:])
+    elif cmd == "oai_burst" and len(argv) == 6:
+        out = oai_burst(*argv[2:])
+    elif cmd == "oai_sse" and len(argv) == 5:
+        out = oai_sse(*argv[2:])
     else:
         sys.exit(__doc__)
     print(json.dumps(out))

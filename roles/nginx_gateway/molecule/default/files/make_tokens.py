@@ -7,7 +7,8 @@ usage: make_tokens.py keys DIR            -> writes RSA/EC/PS key pairs + an HMA
                                           premium) that expires SECONDS from now
 
 Valid tokens carry scope "infer" and models ["qwen3-tiny", "qwen3-small"] (the two served
-models); "tiny_only" lists only qwen3-tiny; each invalid token breaks exactly one thing.
+models); "tiny_only" lists only qwen3-tiny, "all_models" ["*"], "no_models" has no models
+claim; each invalid token breaks exactly one thing.
 Needs pyjwt[crypto] (controller venv).
 """
 
@@ -97,6 +98,9 @@ def make_tokens(d, iss, aud):
         "missing_claim": tok("alice", scope=None),
         "wrong_model": tok("alice", models=["some-other-model"]),
         "tiny_only": tok("tina", models=["qwen3-tiny"], tier="premium"),
+        "all_models": tok("alice", models=["*"], tier="premium"),
+        "no_models": tok("alice", models=None, tier="premium"),
+        "olga": tok("olga"),
         "bob": tok("bob"),
         "carol": tok("carol"),
         "victim": tok("victim"),

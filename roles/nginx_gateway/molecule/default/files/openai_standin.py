@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Stand-in for the OpenAI-compatible service, for the nginx_gateway tests (NOT the service).
+
+The real service (the openai_api role) listens on 127.0.0.1 on each gateway host; this
+stand-in takes its place on the same port so that the gateway's /v1 routing can be tested
+without a model. It echoes what the gateway forwarded:
+
+* GET  /v1/models: {"object": "list", "data": [...], "headers": [[name, value], ...]}
+* POST /v1/chat/completions, /v1/completions: without "stream", one JSON answer with the
+  headers; with "stream": true, STANDIN_EVENTS SSE chunks STANDIN_DELAY s apart, each with the
+  time it was sent ("t"), then "data: [DONE]"
+* anything else: 200 {"standin_other": true}, so a 404 seen by a client can only come from
+  the gateway
+Every header is echoed as received (a list of pairs, so a duplicate would show). Standard
+library only.
+"""
+
+import json
+import os
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+PORT = int(os.environ.get("STANDIN_PORT", "8090"))
+BIND = os.environ.get("STANDIN_BIND", "127.0.0.1")
+EVENTS = int(os.environ.get("STANDIN_EVENTS", "6"))
+DELAY = float(os.environ.get("STANDIN_DELAY", "0.5"))
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "openai-standin"
+    disable_nagle_algorithm = True
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def _headers(self):
+        return [[k.lower(), v] for k, v in self.headers.items()]
+
+    def _json(self, code, obj):
+        body = (json.dumps(obj) + "\n").encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        # the gateway sets its own X-Request-ID: this one must not reach the client
+        self.send_header("X-Request-ID", "from-the-standin")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _body(self):
+        # always read it: a body left unread would be parsed as the next request on the
+        # gateway's keepalive connection
+        length = int(self.headers.get("Content-Length", "0") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def do_GET(self):
+        self._body()
+        if self.path.split("?")[0] == "/v1/models":
+            data = [{"id": "qwen3-tiny", "object": "model", "owned_by": "standin"}]
+            self._json(200, {"object": "list", "data": data, "headers": self._headers()})
+        else:
+            self._json(200, {"standin_other": True})
+
+    def do_POST(self):
+        raw = self._body()
+        path = self.path.split("?")[0]
+        if path not in ("/v1/chat/completions", "/v1/completions"):
+            return self._json(200, {"standin_other": True})
+        try:
+            req = json.loads(raw or b"{}")
+        except ValueError:
+            return self._json(400, {"error": {"message": "bad json", "type": "invalid_request_error",
+                                              "param": None, "code": None}})
+        if not req.get("stream"):
+            return self._json(200, {"object": "chat.completion", "model": req.get("model", ""),
+                                    "choices": [{"index": 0, "message": {"role": "assistant", "content": "standin"},
+                                                 "finish_reason": "stop"}],
+                                    "headers": self._headers()})
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for i in range(EVENTS):
+            ev = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": f"tok{i}"}}],
+                  "t": time.time(), "headers": self._headers() if i == 0 else None}
+            self._chunk(("data: " + json.dumps(ev) + "\n\n").encode())
+            if i + 1 < EVENTS:
+                time.sleep(DELAY)
+        self._chunk(b"data: [DONE]\n\n")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _chunk(self, data):
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+
+def main():
+    ThreadingHTTPServer.request_queue_size = 128
+    httpd = ThreadingHTTPServer((BIND, PORT), Handler)
+    httpd.daemon_threads = True
+    print(f"openai stand-in: http {BIND}:{PORT}", flush=True)
+    httpd.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
