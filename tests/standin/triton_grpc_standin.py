@@ -146,3 +146,41 @@ def pieces_from_text(tokenizer, text, per_piece=1):
         out.append((so_far[len(sent) :], ids[i : i + per_piece]))
         sent = so_far
     return out
+
+
+def main(argv=None):
+    """Serve a stand-in node until killed: ``--text`` streamed token by token (real tokenizer), or
+    ``--rate`` tokens/s of a fixed token for the benchmark's fast upstream."""
+    import argparse
+
+    from tokenizers import Tokenizer
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--config", required=True, help="config.pbtxt of the model to pose as")
+    ap.add_argument("--tokenizer", required=True, help="tokenizer.json")
+    ap.add_argument("--listen", default="127.0.0.1:8001")
+    ap.add_argument("--text", default="Hello from the stand-in Triton node.")
+    ap.add_argument("--interval", type=float, default=0.0, help="seconds between streamed pieces")
+    args = ap.parse_args(argv)
+    tok = Tokenizer.from_file(args.tokenizer)
+    pieces = pieces_from_text(tok, args.text)
+
+    def script(inputs):
+        n = int(inputs.get("max_tokens") or inputs.get("sampling_param_max_tokens") or len(pieces))
+        return [pieces[i % len(pieces)] for i in range(n)] if n > len(pieces) else pieces[:n]
+
+    servicer = Servicer(load_config(args.config), script, args.interval)
+
+    async def serve():
+        server = grpc.aio.server()
+        service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(servicer, server)
+        server.add_insecure_port(args.listen)
+        await server.start()
+        print(f"stand-in Triton node for {servicer.config.name} on {args.listen}", flush=True)
+        await server.wait_for_termination()
+
+    asyncio.run(serve())
+
+
+if __name__ == "__main__":
+    main()

@@ -96,3 +96,37 @@ def test_numpy_dtypes_cover_the_runtimes():
             fields = {k: (["s"] if v[2] else ("s" if v[1] == "BYTES" else 1)) for k, v in i.inputs.items()}
             for t in i.build(fields):
                 assert t.datatype() in ("BYTES", "BOOL", "INT32", "UINT64", "FP32"), t.name()
+
+
+def _wheelhouse_tool():
+    import importlib.machinery
+    import importlib.util
+
+    path = str(GOLDEN.parents[2] / "tools" / "build-wheelhouse")
+    loader = importlib.machinery.SourceFileLoader("build_wheelhouse", path)
+    spec = importlib.util.spec_from_loader("build_wheelhouse", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def test_wheelhouse_markers_are_evaluated_for_the_target_python():
+    tool = _wheelhouse_tool()
+    lines = (GOLDEN.parents[2] / "services" / "openai_api" / "requirements.txt").read_text().splitlines()
+    for version, numpy in (("3.9", "numpy==2.0.2"), ("3.11", "numpy==2.2.6"), ("3.12", "numpy==2.2.6")):
+        reqs = tool.resolve_markers(lines, version, "x86_64")
+        assert [r for r in reqs if r.startswith("numpy")] == [numpy]
+        assert all(";" not in r and "==" in r for r in reqs), reqs  # every pin exact, markers gone
+        assert "tritonclient[grpc]==2.71.0" in reqs
+
+
+def test_wheelhouse_key_follows_the_package_source(tmp_path):
+    tool = _wheelhouse_tool()
+    (tmp_path / "a.py").write_text("x = 1\n")
+    first = tool.source_hash(tmp_path, "req")
+    (tmp_path / "x.egg-info").mkdir()
+    (tmp_path / "x.egg-info" / "PKG-INFO").write_text("noise")
+    assert tool.source_hash(tmp_path, "req") == first
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert tool.source_hash(tmp_path, "req") != first
+    assert tool.source_hash(tmp_path, "other") != tool.source_hash(tmp_path, "req")

@@ -202,14 +202,6 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
         }.get(exc.status_code, str(exc.detail))
         return JSONResponse(error_body(exc.status_code, message), status_code=exc.status_code)
 
-    @app.middleware("http")
-    async def _count(request: Request, call_next):
-        response = await call_next(request)
-        if request.url.path.startswith("/v1/"):
-            endpoint = request.url.path if request.url.path in ENDPOINTS else "other"
-            st.metrics.requests.labels(endpoint, model_info.served_name, str(response.status_code)).inc()
-        return response
-
     def model_card():
         return {
             "id": model_info.served_name,
@@ -587,7 +579,31 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
                 st.metrics.cancelled.labels(model).inc()
             gen.account()
 
-    return app
+    return RequestCounter(app, st.metrics, model_info.served_name)
+
+
+class RequestCounter:
+    """Counts /v1 responses by status (plain ASGI: Starlette's http middleware would re-stream every chunk)."""
+
+    def __init__(self, app, metrics, model):
+        self.app = app
+        self.metrics = metrics
+        self.model = model
+        self.state = app.state
+
+    async def __call__(self, scope, receive, send):
+        path = scope.get("path", "")
+        if scope["type"] != "http" or not path.startswith("/v1/"):
+            await self.app(scope, receive, send)
+            return
+        endpoint = path if path in ENDPOINTS else "other"
+
+        async def counting_send(message):
+            if message["type"] == "http.response.start":
+                self.metrics.requests.labels(endpoint, self.model, str(message["status"])).inc()
+            await send(message)
+
+        await self.app(scope, receive, counting_send)
 
 
 ENDPOINTS = ("/v1/models", "/v1/chat/completions", "/v1/completions")
