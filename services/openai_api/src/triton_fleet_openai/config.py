@@ -32,6 +32,8 @@ class Settings(BaseModel):
     default_max_tokens: Optional[int] = Field(default=None, ge=1)
     token_budgets: dict[str, int] = Field(default_factory=dict)
     owned_by: str = "triton-fleet"
+    # Checked by server_tools.ServerToolEngine.from_config when the app is created (and by --check).
+    server_tools: dict[str, Any] = Field(default_factory=dict)
 
 
 def load(path: str) -> Settings:
