@@ -29,8 +29,17 @@ from .schemas import (
     stop_list,
     template_messages,
 )
+from .server_tools import (
+    CallContext,
+    Principal,
+    ServerToolAccessError,
+    ServerToolConfigError,
+    ServerToolEngine,
+    ServerToolMetrics,
+)
 from .template import ChatTemplate
 from .tokenizer import TokenCounter
+from .tool_loop import ToolLoop, server_tool_chunk
 
 
 class Caller:
@@ -184,6 +193,12 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
     metrics = metrics or Metrics()
     budgets = budgets or Budgets(settings.token_budgets)
     st = State(settings, pool=pool, template=template, counter=counter, metrics=metrics, budgets=budgets)
+    try:
+        # server tools (server_tools.py, tool_loop.py): checked here, so --check refuses a bad declaration
+        server_engine = ServerToolEngine.from_config(settings.server_tools, metrics=ServerToolMetrics(metrics.registry))
+    except ServerToolConfigError as exc:
+        raise SystemExit(f"configuration is invalid: {exc}") from exc
+    tool_loop = ToolLoop.for_engine(server_engine)
     app = FastAPI(title="triton-fleet OpenAI-compatible API", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.fleet = st
 
@@ -337,6 +352,10 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
         caller, req, iface = await _prepare(request, ChatRequest)
+        # --- server tools: a request with any goes through the tool loop; without, chat() is unchanged ---
+        server = _server_tools_of(request, req, caller)
+        if server:
+            return await _chat_server_tools(caller, req, iface, server)
         kwargs = dict(req.chat_template_kwargs or {})
         thinking = kwargs.get("enable_thinking", True)
         choice = req.tool_choice or ("auto" if req.tools else "none")
@@ -380,6 +399,108 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
                 headers={**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
         return JSONResponse(await _chat_whole(gen, cid, created, single_call), headers=headers)
+
+    def _server_tools_of(request: Request, req, caller):
+        if (req.tool_choice or "auto") == "none" or not server_engine.tools:
+            return []
+        principal = Principal(
+            caller.subject, caller.rate_class, Principal.scopes_from_claim(request.headers.get("x-auth-scope"))
+        )
+        try:
+            return server_engine.resolve(
+                req.server_tools, req.model, principal, [t.function.name for t in req.tools or ()]
+            )
+        except ServerToolAccessError as exc:
+            code = "server_tool_not_allowed" if exc.status == 403 else "invalid_value"
+            raise APIError(exc.status, str(exc), param="server_tools", code=code) from exc
+
+    async def _chat_server_tools(caller, req, iface, server):
+        kwargs = dict(req.chat_template_kwargs or {})
+        thinking = kwargs.get("enable_thinking", True)
+        client_tools = [t.model_dump(exclude_none=True) for t in req.tools or ()]
+        stops = stop_list(req)
+        model = model_info.served_name
+
+        async def generate(messages, tools, round_index):
+            # tool_choice holds for the first turn only: forcing a call every round would only reach the limit
+            choice = (req.tool_choice or "auto") if round_index == 0 else "auto"
+            prompt = st.template.render(messages, tools=tools, add_generation_prompt=True, **kwargs)
+            prefill = ""
+            if choice == "required" or isinstance(choice, NamedToolChoice):
+                if thinking and not prompt.endswith("</think>\n\n"):
+                    prefill = "<think>\n\n</think>\n\n"
+                prefill += TOOL_OPEN + "\n"
+                if isinstance(choice, NamedToolChoice):
+                    prefill += '{"name": ' + json.dumps(choice.function.name, ensure_ascii=False) + ', "arguments": '
+            prompt_tokens = st.counter.count(prompt + prefill)
+            param = "max_completion_tokens" if req.max_completion_tokens is not None else "max_tokens"
+            max_tokens = _limits(req, prompt_tokens, req.max_completion_tokens or req.max_tokens, param)
+            parser = OutputParser(reasoning=thinking and not prefill, tools=True)
+            if prefill:
+                parser.feed(prefill[prefill.index(TOOL_OPEN) :])
+            gen = Generation(
+                st, caller, fields=_fields(req, prompt + prefill, max_tokens, stops, iface),
+                prompt_tokens=prompt_tokens, stops=stops, parser=parser, max_tokens=max_tokens,
+            )
+            st.metrics.inflight.labels(model).inc()
+            try:
+                async for events in gen.run():
+                    for event in events:
+                        yield event
+            finally:
+                st.metrics.inflight.labels(model).dec()
+                gen.account()
+            yield "end", {"finish_reason": gen.finish, "usage": gen.usage()}
+
+        ctx = CallContext(caller.request_id, Principal(caller.subject, caller.rate_class))
+        cid = "chatcmpl-" + uuid.uuid4().hex
+        created = int(time.time())
+        headers = {"x-request-id": caller.request_id}
+        messages = template_messages(req)
+        if not req.stream:
+            out = await tool_loop.run(generate, messages, client_tools, server, ctx)
+            return JSONResponse({
+                "id": cid, "object": "chat.completion", "created": created, "model": model,
+                "choices": [{"index": 0, "message": out["message"], "logprobs": None,
+                             "finish_reason": out["finish_reason"]}],
+                "usage": out["usage"],
+                # extension fields (OpenAI clients ignore them): which server tools ran, and whether the limit hit
+                "server_tools": out["server_tools"],
+                "server_tool_rounds_exhausted": out["server_tool_rounds_exhausted"],
+            }, headers=headers)
+        include_usage = bool(req.stream_options and req.stream_options.include_usage)
+
+        async def events():
+            base = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model}
+            yield _sse(_chunk(cid, created, {"role": "assistant", "content": ""}, usage_field=include_usage))
+            calls = 0
+            try:
+                async for kind, value in tool_loop.stream(generate, messages, client_tools, server, ctx):
+                    if kind == "content":
+                        yield _sse(_chunk(cid, created, {"content": value}, usage_field=include_usage))
+                    elif kind == "reasoning":
+                        yield _sse(_chunk(cid, created, {"reasoning_content": value}, usage_field=include_usage))
+                    elif kind == "server_tool":
+                        yield _sse(server_tool_chunk(base, value))
+                    elif kind == "tool_call":
+                        head = {"index": calls, "id": value["id"], "type": "function",
+                                "function": {"name": value["name"], "arguments": ""}}
+                        yield _sse(_chunk(cid, created, {"tool_calls": [head]}, usage_field=include_usage))
+                        tail = {"index": calls, "function": {"arguments": value["arguments"]}}
+                        yield _sse(_chunk(cid, created, {"tool_calls": [tail]}, usage_field=include_usage))
+                        calls += 1
+                    else:
+                        yield _sse(_chunk(cid, created, {}, value["finish_reason"], usage_field=include_usage))
+                        if include_usage:
+                            yield _sse(dict(base, choices=[], usage=value["usage"]))
+            except APIError as exc:
+                yield _sse(exc.body())
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(
+            events(), media_type="text/event-stream",
+            headers={**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
 
     def _chunk(cid, created, delta, finish=None, usage_field=False):
         body = {

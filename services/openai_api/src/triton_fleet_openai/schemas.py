@@ -97,6 +97,8 @@ class ChatRequest(_Sampling):
     logprobs: Optional[bool] = None
     top_logprobs: Optional[int] = None
     response_format: Optional[ResponseFormat] = None
+    # extension: the operator's server tools this request wants (server_tools.py); others may be attached by model
+    server_tools: Optional[list[str]] = None
 
 
 class CompletionRequest(_Sampling):
