@@ -46,7 +46,7 @@ def service(tokenizer_dir, hf_tokenizer, crm):
     holds i tool results."""
     stack = []
 
-    def serve(turns, max_rounds=4):
+    def serve(turns, max_rounds=4, scope_header=False):
         def script(inputs):
             done = inputs["text_input"].count("<tool_response>")
             text = turns[min(done, len(turns) - 1)]
@@ -61,6 +61,8 @@ def service(tokenizer_dir, hf_tokenizer, crm):
             {"name": "save_summary", "description": "Store a case summary", "parameters": SUMMARY,
              "method": "POST", "url": crm.url + "/cases/{case_id}/summary", "headers": auth,
              "allowed_classes": ["internal"], "models": [MODEL]},
+            {"name": "crm_write", "description": "Needs the crm:write scope", "parameters": {"type": "object"},
+             "url": crm.url + "/healthz", "headers": auth, "required_scope": "crm:write"},
             {"name": "crm_error", "description": "A failing endpoint", "parameters": {"type": "object"},
              "url": crm.url + "/error", "headers": auth, "allowed_classes": ["internal"]},
             {"name": "crm_slow", "description": "A slow endpoint", "parameters": {"type": "object"},
@@ -73,7 +75,8 @@ def service(tokenizer_dir, hf_tokenizer, crm):
         model = ModelInfo(served_name=MODEL, entry_model=MODEL, runtime="transformers", context_length=1024,
                           max_input_len=900, max_output_len=256)
         settings = Settings(model=model, tokenizer_dir=tokenizer_dir, triton_nodes=[node.url], metrics_port=0,
-                            server_tools={"max_rounds": max_rounds, "tools": tools})
+                            server_tools={"max_rounds": max_rounds, "scope_header": scope_header,
+                                          "tools": tools})
         app = create_app(settings)
         srv = Served(app).__enter__()
         stack.append((srv, node))
@@ -193,3 +196,19 @@ def test_bad_declaration_stops_the_start(tokenizer_dir):
     settings = Settings(model=model, tokenizer_dir=tokenizer_dir, triton_nodes=["127.0.0.1:1"], server_tools=bad)
     with pytest.raises(SystemExit, match="server tool 't': field 'url'"):
         create_app(settings)
+
+
+@pytest.mark.parametrize("trusted", [False, True])
+def test_scope_header_is_read_only_where_the_gateway_sets_it(service, trusted):
+    client, srv, _, _ = service([call("crm_write"), "ok"], scope_header=trusted)
+    scoped = openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0,
+                           default_headers=dict(HEADERS, **{"X-Auth-Scope": "crm:read crm:write"}))
+    if not trusted:
+        with pytest.raises(openai.PermissionDeniedError, match="crm_write"):
+            scoped.chat.completions.create(model=MODEL, messages=USER, extra_body={"server_tools": ["crm_write"]})
+        return
+    r = scoped.chat.completions.create(model=MODEL, messages=USER, max_tokens=32,
+                                       extra_body={"server_tools": ["crm_write"]})
+    assert [(x["name"], x["status"]) for x in r.model_extra["server_tools"]] == [("crm_write", "ok")]
+    with pytest.raises(openai.PermissionDeniedError):
+        client.chat.completions.create(model=MODEL, messages=USER, extra_body={"server_tools": ["crm_write"]})

@@ -6,7 +6,7 @@ import logging
 import socket
 
 import pytest
-from conftest import CRM_TOKEN
+import server_tools_support
 from prometheus_client import CollectorRegistry
 from triton_fleet_openai.server_tools import (
     CallContext,
@@ -17,6 +17,8 @@ from triton_fleet_openai.server_tools import (
     ServerToolMetrics,
     _ToolFailure,
 )
+
+crm = pytest.fixture(scope="module")(server_tools_support.crm_server)
 
 ALICE = Principal("alice", "internal", ("crm:read", "crm:write"))
 CTX = CallContext("req-1", ALICE)
@@ -198,7 +200,7 @@ def test_scope_claim_forms():
 def engine_for(crm):
     made = []
 
-    def make(*tools, registry=None, logger=None, token=CRM_TOKEN):
+    def make(*tools, registry=None, logger=None, token=crm.token):
         decls = []
         for given in tools:
             t = dict(given, url=given["url"].replace("CRM", crm.url))
@@ -336,7 +338,7 @@ def test_refused_connection():
     assert call(engine, "get_case", {"case_id": "CS1"}).status == "connect_error"
 
 
-def test_metrics_and_audit(engine_for, caplog):
+def test_metrics_and_audit(engine_for, crm, caplog):
     registry = CollectorRegistry()
     logger = logging.getLogger("test.audit.server_tools")
     engine = engine_for(decl(url="CRM/cases/{case_id}"), decl(name="err", parameters={"type": "object"},
@@ -359,7 +361,7 @@ def test_metrics_and_audit(engine_for, caplog):
     assert [(x["request_id"], x["tool"], x["status"]) for x in lines] == [
         ("req-1", "get_case", "ok"), ("req-1", "get_case", "ok"), ("req-2", "err", "server_error")]
     assert set(lines[0]) == {"event", "time", "request_id", "subject", "tool", "status", "duration_ms"}
-    assert "CS20240501" not in caplog.text and CRM_TOKEN not in caplog.text
+    assert "CS20240501" not in caplog.text and crm.token not in caplog.text
     assert lines[2]["arguments"] == {"note": "visible"}
 
 

@@ -5,7 +5,7 @@ import copy
 import json
 
 import pytest
-from conftest import CRM_TOKEN
+import server_tools_support
 from prometheus_client import CollectorRegistry
 from triton_fleet_openai.server_tools import (
     CallContext,
@@ -16,21 +16,23 @@ from triton_fleet_openai.server_tools import (
 )
 from triton_fleet_openai.tool_loop import ToolLoop, server_tool_chunk
 
+crm = pytest.fixture(scope="module")(server_tools_support.crm_server)
+
 CTX = CallContext("req-9", Principal("alice", "internal"))
 CLIENT_TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
 
 
-def engine_with(url_base="http://127.0.0.1:9"):
+def engine_with(url_base="http://127.0.0.1:9", token="unused"):
     schema = {"type": "object", "properties": {"case_id": {"type": "string"}}, "required": ["case_id"]}
     return ServerToolEngine.from_config({
         "max_rounds": 2,
         "tools": [
             {"name": "get_case", "description": "Read a case", "parameters": schema,
              "url": url_base + "/cases/{case_id}", "allowed_classes": ["internal"],
-             "headers": {"Authorization": f"Bearer {CRM_TOKEN}"}},
+             "headers": {"Authorization": f"Bearer {token}"}},
             {"name": "crm_error", "description": "Always fails", "parameters": {"type": "object"},
              "url": url_base + "/error", "allowed_classes": ["internal"],
-             "headers": {"Authorization": f"Bearer {CRM_TOKEN}"}},
+             "headers": {"Authorization": f"Bearer {token}"}},
         ],
     }, metrics=ServerToolMetrics(CollectorRegistry()))
 
@@ -197,7 +199,7 @@ def test_stream_order_and_equal_to_whole(tools):
 
 
 def test_tool_errors_reach_the_model_and_the_loop_goes_on(crm):
-    engine = engine_with(crm.url)
+    engine = engine_with(crm.url, crm.token)
     loop = ToolLoop.for_engine(engine)
     gen = Scripted(turn(call("crm_error"), call("get_case", case_id="../x"), call("get_case", case_id="CS20240501")),
                    turn(("content", "Partly done.")))

@@ -403,9 +403,9 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
     def _server_tools_of(request: Request, req, caller):
         if (req.tool_choice or "auto") == "none" or not server_engine.tools:
             return []
-        principal = Principal(
-            caller.subject, caller.rate_class, Principal.scopes_from_claim(request.headers.get("x-auth-scope"))
-        )
+        # X-Auth-Scope is read only where the gateway is said to set it; otherwise a client could send its own
+        scopes = Principal.scopes_from_claim(request.headers.get("x-auth-scope")) if server_engine.scope_header else ()
+        principal = Principal(caller.subject, caller.rate_class, scopes)
         try:
             return server_engine.resolve(
                 req.server_tools, req.model, principal, [t.function.name for t in req.tools or ()]

@@ -63,6 +63,8 @@ CONFIG_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
     "properties": {
         "max_rounds": {"type": "integer", "minimum": 1, "maximum": 32},
+        # true only where the gateway sets X-Auth-Scope from the verified token (replacing any client value)
+        "scope_header": {"type": "boolean"},
         "tools": {"type": "array", "items": {"type": "object"}},
     },
 }
@@ -384,13 +386,16 @@ class ServerToolEngine:
     def __init__(
         self,
         tools: Sequence[ServerTool],
+        *,
         max_rounds: int = DEFAULT_MAX_ROUNDS,
+        scope_header: bool = False,
         metrics: Optional[ServerToolMetrics] = None,
         audit_logger: Optional[logging.Logger] = None,
         transport: Optional[httpx.AsyncBaseTransport] = None,
     ):
         self.tools: dict[str, ServerTool] = {t.name: t for t in tools}
         self.max_rounds = max_rounds
+        self.scope_header = scope_header
         self.metrics = metrics
         self.audit = audit_logger or logging.getLogger(AUDIT_LOGGER)
         # No redirects (a 3xx is a tool error), no proxy or netrc from the environment: the request goes to the
@@ -410,7 +415,12 @@ class ServerToolEngine:
             if t.name in seen:
                 raise ServerToolConfigError(f"server tool {t.name!r}: declared twice (#{seen[t.name] + 1} and #{i + 1})")
             seen[t.name] = i
-        return cls(tools, max_rounds=int(config.get("max_rounds", DEFAULT_MAX_ROUNDS)), **kwargs)
+        return cls(
+            tools,
+            max_rounds=int(config.get("max_rounds", DEFAULT_MAX_ROUNDS)),
+            scope_header=bool(config.get("scope_header", False)),
+            **kwargs,
+        )
 
     async def aclose(self) -> None:
         await self._client.aclose()

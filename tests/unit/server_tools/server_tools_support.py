@@ -1,10 +1,11 @@
-"""The OpenAI service's package (services/openai_api/src) and the CRM stand-in, importable for these tests."""
+"""The OpenAI service's package (services/openai_api/src) and the CRM stand-in, importable for these tests.
+
+A helper module, not a conftest.py: tests/unit/openai_api's tests import names from their own conftest, and a
+second conftest module here would take its place in sys.modules."""
 
 import importlib.util
 import sys
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 SRC = ROOT / "services" / "openai_api" / "src"
@@ -19,9 +20,8 @@ sys.modules["crm_standin"] = crm_standin
 CRM_TOKEN = "stand-in-secret-7f3a"
 
 
-@pytest.fixture(scope="module")
-def crm():
-    """The CRM stand-in on 127.0.0.1, an ephemeral port, wanting a bearer token."""
+def crm_server():
+    """The CRM stand-in on 127.0.0.1, an ephemeral port, wanting a bearer token (a fixture body)."""
     server = crm_standin.start(token=CRM_TOKEN)
     yield server
     server.shutdown()
