@@ -1,0 +1,287 @@
+"""Triton side: the entry model's tensors, request building, and the node pool over gRPC streaming.
+
+The tensors are read from the model's own config (``ModelConfig`` over gRPC) on first use of a node,
+so the service follows whatever the serving profile rendered (transformers runtime, the TRT-LLM
+ensemble, the LLM API model) without a copy of their names: :data:`LOGICAL` lists, per request
+field, the tensor names the runtimes use, first match wins.
+
+Pool semantics are the gateway's (NGINX ``least_conn`` with passive health): the node with the
+fewest requests in flight is picked (round robin among equals); a node whose connection fails is
+skipped for ``fail_timeout`` seconds; a request that failed before its first token is retried on
+the next node; a request already streaming when its node stops fails alone.
+"""
+
+import asyncio
+import itertools
+import time
+from collections.abc import AsyncIterator
+from typing import Optional
+
+import grpc
+import numpy as np
+import tritonclient.grpc.aio as grpcclient
+from tritonclient.grpc import InferInput, model_config_pb2
+from tritonclient.utils import InferenceServerException
+
+from .errors import APIError
+
+LOGICAL = {
+    "prompt": ("text_input",),
+    "max_tokens": ("max_tokens", "sampling_param_max_tokens"),
+    "stream": ("stream", "streaming"),
+    "temperature": ("temperature", "sampling_param_temperature"),
+    "top_p": ("top_p", "sampling_param_top_p"),
+    "top_k": ("top_k", "sampling_param_top_k"),
+    "stop": ("stop_words", "sampling_param_stop"),
+    "seed": ("seed", "random_seed", "sampling_param_seed"),
+    "presence_penalty": ("presence_penalty", "sampling_param_presence_penalty"),
+    "frequency_penalty": ("frequency_penalty", "sampling_param_frequency_penalty"),
+    "exclude_input": ("exclude_input_in_output", "sampling_param_exclude_input_from_output"),
+    "return_finish_reason": ("return_finish_reason",),
+}
+REQUIRED = ("prompt", "max_tokens", "stream")
+_NUMPY = {
+    "BYTES": np.object_,
+    "BOOL": np.bool_,
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "UINT64": np.uint64,
+    "FP32": np.float32,
+    "FP64": np.float64,
+}
+
+
+class Interface:
+    """Which tensor carries each request field, with its datatype and shape rule."""
+
+    def __init__(self, model: str, inputs: dict[str, tuple[str, str, bool]], outputs: list[str]):
+        self.model = model
+        self.inputs = inputs  # logical -> (tensor name, triton datatype, list-valued)
+        self.outputs = outputs
+        self.batched = False
+
+    @classmethod
+    def from_config(cls, config) -> "Interface":
+        by_name = {}
+        for t in config.input:
+            dtype = model_config_pb2.DataType.Name(t.data_type).replace("TYPE_", "")
+            by_name[t.name] = ("BYTES" if dtype == "STRING" else dtype, list(t.dims) == [-1])
+        inputs = {}
+        for logical, names in LOGICAL.items():
+            for name in names:
+                if name in by_name:
+                    inputs[logical] = (name, by_name[name][0], by_name[name][1])
+                    break
+        missing = [k for k in REQUIRED if k not in inputs]
+        if missing:
+            raise ValueError(
+                f"model {config.name!r} has no input for {', '.join(missing)} (expected one of "
+                + "; ".join("/".join(LOGICAL[k]) for k in missing)
+                + "): is it the entry model of a triton-fleet repository?"
+            )
+        outputs = [t.name for t in config.output]
+        if "text_output" not in outputs:
+            raise ValueError(f"model {config.name!r} has no text_output output")
+        iface = cls(config.name, inputs, outputs)
+        iface.batched = config.max_batch_size > 0
+        return iface
+
+    @property
+    def params(self):
+        return set(self.inputs)
+
+    def build(self, fields: dict) -> list[InferInput]:
+        """InferInputs for ``fields`` ({logical: value}); fields the model has no input for are left out
+        (the caller refused those it cannot honour)."""
+        tensors = []
+        for logical, value in fields.items():
+            if value is None or logical not in self.inputs:
+                continue
+            name, dtype, is_list = self.inputs[logical]
+            values = list(value) if is_list else [value]
+            if dtype == "BYTES":
+                arr = np.array([v.encode("utf-8") if isinstance(v, str) else v for v in values], dtype=np.object_)
+            else:
+                arr = np.array(values, dtype=_NUMPY[dtype])
+            if self.batched:
+                arr = arr.reshape(1, -1)
+            tensor = InferInput(name, list(arr.shape), dtype)
+            tensor.set_data_from_numpy(arr)
+            tensors.append(tensor)
+        return tensors
+
+
+class Piece:
+    """One streamed response: new text, new token ids (None when the runtime returns none), finish."""
+
+    __slots__ = ("finish", "ids", "text")
+
+    def __init__(self, text: str, ids: Optional[list[int]], finish: Optional[str]):
+        self.text = text
+        self.ids = ids
+        self.finish = finish
+
+
+def _decode_piece(result) -> Piece:
+    out = result.as_numpy("text_output")
+    text = (
+        b"".join(x if isinstance(x, bytes) else str(x).encode() for x in out.reshape(-1)).decode(
+            "utf-8", errors="replace"
+        )
+        if out is not None
+        else ""
+    )
+    ids_arr = result.as_numpy("output_ids")
+    ids = [int(i) for i in ids_arr.reshape(-1)] if ids_arr is not None else None
+    fin = result.as_numpy("finish_reason")
+    finish = None
+    if fin is not None and fin.size:
+        v = fin.reshape(-1)[0]
+        finish = (v.decode() if isinstance(v, bytes) else str(v)) or None
+    return Piece(text, ids, finish)
+
+
+async def _one_request(model, inputs, request_id):
+    # One request per stream; the stream half-closes after it and Triton ends it after the final response.
+    yield {"model_name": model, "inputs": inputs, "request_id": request_id}
+
+
+class NodeError(Exception):
+    """The node could not be reached or broke the stream (as opposed to a refused request)."""
+
+
+class Node:
+    def __init__(self, url: str):
+        self.url = url
+        self.inflight = 0
+        self.down_until = 0.0
+        self.failures = 0
+        self.client = None
+        self.interface: Optional[Interface] = None
+
+    def healthy(self, now: float) -> bool:
+        return now >= self.down_until
+
+
+_UNREACHABLE = (
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.CANCELLED,
+    grpc.StatusCode.INTERNAL,
+    grpc.StatusCode.UNKNOWN,
+)
+
+
+def _is_node_failure(exc: Exception) -> bool:
+    if isinstance(exc, grpc.aio.AioRpcError):
+        return exc.code() in _UNREACHABLE
+    if isinstance(exc, InferenceServerException):
+        status = (exc.status() or "").upper()
+        return any(s in status for s in ("UNAVAILABLE", "DEADLINE_EXCEEDED", "StatusCode.CANCELLED".upper()))
+    return isinstance(exc, (OSError, ConnectionError))
+
+
+class Pool:
+    def __init__(self, urls: list[str], model: str, fail_timeout: float = 10.0, connect_timeout: float = 5.0):
+        if not urls:
+            raise ValueError("no Triton nodes configured (triton_nodes is empty)")
+        self.nodes = [Node(u) for u in urls]
+        self.model = model
+        self.fail_timeout = fail_timeout
+        self.connect_timeout = connect_timeout
+        self._rr = itertools.count()
+
+    def _order(self) -> list[Node]:
+        """Healthy nodes by fewest in flight, round robin among equals; failed ones last, as a last resort."""
+        now = time.monotonic()
+        start = next(self._rr) % len(self.nodes)
+        rotated = self.nodes[start:] + self.nodes[:start]
+        healthy = sorted((n for n in rotated if n.healthy(now)), key=lambda n: n.inflight)
+        failed = sorted((n for n in rotated if not n.healthy(now)), key=lambda n: n.down_until)
+        return healthy + failed
+
+    def mark_failed(self, node: Node):
+        node.failures += 1
+        node.down_until = time.monotonic() + self.fail_timeout
+
+    async def _interface(self, node: Node) -> Interface:
+        if node.client is None:
+            node.client = grpcclient.InferenceServerClient(url=node.url)
+        if node.interface is None:
+            resp = await node.client.get_model_config(self.model, client_timeout=self.connect_timeout)
+            node.interface = Interface.from_config(resp.config)
+        return node.interface
+
+    async def interface(self) -> Interface:
+        """The entry model's interface from the first node that answers."""
+        for node in self.nodes:
+            if node.interface is not None:
+                return node.interface
+        last = None
+        now = time.monotonic()
+        for node in sorted(self.nodes, key=lambda n: not n.healthy(now)):
+            try:
+                return await self._interface(node)
+            except Exception as exc:
+                last = exc
+                self.mark_failed(node)
+        raise APIError(503, f"no Triton node answered for model {self.model!r}: {last}", code="upstream_unavailable")
+
+    async def ready(self) -> dict[str, bool]:
+        out = {}
+        for node in self.nodes:
+            try:
+                if node.client is None:
+                    node.client = grpcclient.InferenceServerClient(url=node.url)
+                out[node.url] = bool(await node.client.is_model_ready(self.model, client_timeout=self.connect_timeout))
+            except Exception:
+                out[node.url] = False
+        return out
+
+    async def generate(self, fields: dict, request_id: str = "") -> AsyncIterator[Piece]:
+        """Stream pieces from one node; failover to the next while nothing has been produced yet."""
+        attempts = self._order()
+        last_error = None
+        for node in attempts:
+            produced = False
+            node.inflight += 1
+            call = None
+            try:
+                iface = await self._interface(node)
+                inputs = iface.build(fields)
+
+                call = node.client.stream_infer(_one_request(self.model, inputs, request_id))
+                async for result, error in call:
+                    if error is not None:
+                        # Before any token it is this request's fault (the runtime validates each request);
+                        # after, the generation broke.
+                        status = 502 if produced else 400
+                        raise APIError(status, f"Triton: {error.message()}", code="upstream_error")
+                    piece = _decode_piece(result)
+                    produced = True
+                    yield piece
+                node.failures = 0
+                return
+            except APIError:
+                raise
+            except (asyncio.CancelledError, GeneratorExit):
+                raise
+            except Exception as exc:
+                if not _is_node_failure(exc) and not isinstance(exc, InferenceServerException):
+                    raise
+                self.mark_failed(node)
+                last_error = exc
+                if produced:
+                    raise APIError(
+                        502, f"Triton node {node.url} failed mid-stream: {exc}", code="upstream_failed"
+                    ) from exc
+            finally:
+                node.inflight -= 1
+                if call is not None:
+                    call.cancel()  # no-op once the stream is complete; frees the slot when the client left
+        raise APIError(503, f"no Triton node could take the request: {last_error}", code="upstream_unavailable")
+
+    async def close(self):
+        for node in self.nodes:
+            if node.client is not None:
+                await node.client.close()

@@ -1,0 +1,48 @@
+"""The service's configuration file (JSON, rendered by the openai_api role from the inventory and profile)."""
+
+import json
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class ModelInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    served_name: str = Field(min_length=1)
+    entry_model: str = Field(min_length=1)
+    runtime: str
+    context_length: int = Field(ge=1)
+    max_input_len: int = Field(ge=1)
+    max_output_len: int = Field(ge=1)
+    fingerprint: str = ""
+    created: int = 0
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    listen_address: str = "127.0.0.1"
+    port: int = Field(default=8090, ge=1, le=65535)
+    metrics_address: str = "127.0.0.1"
+    metrics_port: int = Field(default=9108, ge=0, le=65535)
+    model: ModelInfo
+    tokenizer_dir: str
+    triton_nodes: list[str] = Field(min_length=1)
+    fail_timeout_s: float = Field(default=10.0, gt=0)
+    connect_timeout_s: float = Field(default=5.0, gt=0)
+    default_max_tokens: Optional[int] = Field(default=None, ge=1)
+    token_budgets: dict[str, int] = Field(default_factory=dict)
+    owned_by: str = "triton-fleet"
+    # Checked by server_tools.ServerToolEngine.from_config when the app is created (and by --check).
+    server_tools: dict[str, Any] = Field(default_factory=dict)
+
+
+def load(path: str) -> Settings:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data: Any = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"cannot read the configuration {path}: {exc}") from exc
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        raise SystemExit(f"configuration {path} is invalid:\n{exc}") from exc

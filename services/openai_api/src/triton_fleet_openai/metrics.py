@@ -1,0 +1,69 @@
+"""Prometheus metrics of the service: per-tenant tokens, requests by status, latency, in flight."""
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+# Buckets in seconds: TTFT spans a fast GPU (tens of ms) to a CPU lab (seconds); ITL is per token.
+TTFT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+ITL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+
+
+class Metrics:
+    def __init__(self, registry=None):
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "triton_fleet_openai_requests",
+            "Requests answered, by endpoint and HTTP status",
+            ["endpoint", "model", "status"],
+            registry=r,
+        )
+        self.prompt_tokens = Counter(
+            "triton_fleet_openai_prompt_tokens",
+            "Prompt tokens, by verified subject and model",
+            ["subject", "model"],
+            registry=r,
+        )
+        self.completion_tokens = Counter(
+            "triton_fleet_openai_completion_tokens",
+            "Generated tokens, by verified subject and model",
+            ["subject", "model"],
+            registry=r,
+        )
+        self.ttft = Histogram(
+            "triton_fleet_openai_time_to_first_token_seconds",
+            "Request received to first generated text",
+            ["model"],
+            buckets=TTFT_BUCKETS,
+            registry=r,
+        )
+        self.itl = Histogram(
+            "triton_fleet_openai_inter_token_latency_seconds",
+            "Time between streamed pieces, per generated token",
+            ["model"],
+            buckets=ITL_BUCKETS,
+            registry=r,
+        )
+        self.inflight = Gauge(
+            "triton_fleet_openai_requests_in_flight",
+            "Requests being generated",
+            ["model"],
+            registry=r,
+        )
+        self.upstream_failures = Counter(
+            "triton_fleet_openai_upstream_failures",
+            "Triton node failures seen by the pool",
+            ["node"],
+            registry=r,
+        )
+        self.budget_rejections = Counter(
+            "triton_fleet_openai_budget_rejections",
+            "Requests refused because the subject's token budget is spent",
+            ["rate_class"],
+            registry=r,
+        )
+        self.cancelled = Counter(
+            "triton_fleet_openai_client_disconnects",
+            "Streams the client left before the end (Triton request cancelled)",
+            ["model"],
+            registry=r,
+        )

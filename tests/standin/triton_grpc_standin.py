@@ -1,0 +1,186 @@
+"""Stand-in for a Triton node's gRPC service (tests and bench/openai only, never deployed).
+
+It serves one decoupled model whose ``ModelConfig`` is a real rendered ``config.pbtxt`` (e.g. the
+golden transformers repository), and answers ``ModelStreamInfer`` from a script: a callable
+``script(inputs) -> [(text, [ids]), ...]`` whose pieces are streamed ``interval`` seconds apart,
+the last one with ``finish_reason``. It records every request's inputs, how many are in flight and
+how many the client cancelled, which is what the OpenAI service's tests need to see.
+"""
+
+import asyncio
+import threading
+
+import grpc
+import numpy as np
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc
+from tritonclient.utils import deserialize_bytes_tensor, serialize_byte_tensor, triton_to_np_dtype
+
+
+def load_config(path):
+    with open(path, encoding="utf-8") as fh:
+        return text_format.Parse(fh.read(), model_config_pb2.ModelConfig())
+
+
+def decode_inputs(request):
+    out = {}
+    for i, tensor in enumerate(request.inputs):
+        raw = request.raw_input_contents[i]
+        if tensor.datatype == "BYTES":
+            arr = deserialize_bytes_tensor(raw)
+            out[tensor.name] = [v.decode("utf-8") for v in arr.reshape(-1)]
+        else:
+            arr = np.frombuffer(raw, dtype=triton_to_np_dtype(tensor.datatype))
+            out[tensor.name] = arr.reshape(-1).tolist()
+        if len(out[tensor.name]) == 1 and tensor.name not in ("stop_words", "sampling_param_stop"):
+            out[tensor.name] = out[tensor.name][0]
+    return out
+
+
+def _response(model, request_id, text, ids, finish, *, with_ids=True):
+    resp = service_pb2.ModelInferResponse(model_name=model, id=request_id)
+    tensors = [("text_output", "BYTES", serialize_byte_tensor(np.array([text.encode("utf-8")], dtype=np.object_)), [1])]
+    if with_ids:
+        tensors.append(("output_ids", "INT32", np.array(ids, dtype=np.int32).tobytes(), [len(ids)]))
+    if finish is not None:
+        tensors.append(("finish_reason", "BYTES", serialize_byte_tensor(np.array([finish.encode()], dtype=np.object_)), [1]))
+    for name, dtype, raw, shape in tensors:
+        out = resp.outputs.add()
+        out.name, out.datatype = name, dtype
+        out.shape.extend(shape)
+        if isinstance(raw, np.ndarray):  # serialize_byte_tensor gives a 0-d object array holding bytes
+            resp.raw_output_contents.append(bytes(raw.item() if raw.dtype == np.object_ else raw.tobytes()))
+        else:
+            resp.raw_output_contents.append(bytes(raw))
+    return service_pb2.ModelStreamInferResponse(infer_response=resp)
+
+
+class Servicer(service_pb2_grpc.GRPCInferenceServiceServicer):
+    def __init__(self, config, script, interval=0.0, with_ids=True):
+        self.config = config
+        self.script = script
+        self.interval = interval
+        self.with_ids = with_ids
+        self.requests = []
+        self.inflight = 0
+        self.cancelled = 0
+        self.completed = 0
+        self.ready = True
+
+    async def ServerReady(self, request, context):
+        return service_pb2.ServerReadyResponse(ready=self.ready)
+
+    async def ModelReady(self, request, context):
+        return service_pb2.ModelReadyResponse(ready=self.ready and request.name == self.config.name)
+
+    async def ModelConfig(self, request, context):
+        if request.name != self.config.name:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"Request for unknown model: '{request.name}'")
+        return service_pb2.ModelConfigResponse(config=self.config)
+
+    async def ModelStreamInfer(self, request_iterator, context):
+        async for request in request_iterator:
+            inputs = decode_inputs(request)
+            self.requests.append(inputs)
+            pieces = self.script(inputs)
+            self.inflight += 1
+            try:
+                for i, (text, ids) in enumerate(pieces):
+                    if self.interval:
+                        await asyncio.sleep(self.interval)
+                    finish = None
+                    if i == len(pieces) - 1:
+                        finish = "length" if sum(len(p[1]) for p in pieces) >= int(inputs.get("max_tokens", 1 << 30)) else "stop"
+                    yield _response(self.config.name, request.id, text, ids, finish, with_ids=self.with_ids)
+                self.completed += 1
+            except asyncio.CancelledError:
+                self.cancelled += 1
+                raise
+            finally:
+                self.inflight -= 1
+
+
+class StandinNode:
+    """A stand-in Triton node on 127.0.0.1:<free port>, in its own event loop thread."""
+
+    def __init__(self, config, script, interval=0.0, with_ids=True):
+        self.servicer = Servicer(config, script, interval, with_ids)
+        self.loop = asyncio.new_event_loop()
+        self.server = None
+        self.port = None
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+
+    def start(self):
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(10)
+        return self
+
+    async def _start(self):
+        self.server = grpc.aio.server()
+        service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(self.servicer, self.server)
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        await self.server.start()
+
+    @property
+    def url(self):
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self, grace=None):
+        """Stops the node (in-flight streams are aborted, as when Triton's process dies)."""
+        asyncio.run_coroutine_threadsafe(self.server.stop(grace), self.loop).result(10)
+
+    def close(self):
+        try:
+            self.stop()
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(5)
+
+
+def pieces_from_text(tokenizer, text, per_piece=1):
+    """Split ``text`` into streamed pieces of ``per_piece`` tokens with the real tokenizer."""
+    ids = tokenizer.encode(text, add_special_tokens=False).ids
+    out, sent = [], ""
+    for i in range(0, len(ids), per_piece):
+        so_far = tokenizer.decode(ids[: i + per_piece], skip_special_tokens=False)
+        out.append((so_far[len(sent) :], ids[i : i + per_piece]))
+        sent = so_far
+    return out
+
+
+def main(argv=None):
+    """Serve a stand-in node until killed: ``--text`` streamed token by token (real tokenizer), or
+    ``--rate`` tokens/s of a fixed token for the benchmark's fast upstream."""
+    import argparse
+
+    from tokenizers import Tokenizer
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--config", required=True, help="config.pbtxt of the model to pose as")
+    ap.add_argument("--tokenizer", required=True, help="tokenizer.json")
+    ap.add_argument("--listen", default="127.0.0.1:8001")
+    ap.add_argument("--text", default="Hello from the stand-in Triton node.")
+    ap.add_argument("--interval", type=float, default=0.0, help="seconds between streamed pieces")
+    args = ap.parse_args(argv)
+    tok = Tokenizer.from_file(args.tokenizer)
+    pieces = pieces_from_text(tok, args.text)
+
+    def script(inputs):
+        n = int(inputs.get("max_tokens") or inputs.get("sampling_param_max_tokens") or len(pieces))
+        return [pieces[i % len(pieces)] for i in range(n)] if n > len(pieces) else pieces[:n]
+
+    servicer = Servicer(load_config(args.config), script, args.interval)
+
+    async def serve():
+        server = grpc.aio.server()
+        service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(servicer, server)
+        server.add_insecure_port(args.listen)
+        await server.start()
+        print(f"stand-in Triton node for {servicer.config.name} on {args.listen}", flush=True)
+        await server.wait_for_termination()
+
+    asyncio.run(serve())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,344 @@
+"""The service end to end over HTTP (real uvicorn, the real openai client) against stand-in Triton nodes.
+
+The stand-in (tests/standin/triton_grpc_standin.py) serves the golden transformers repository's real
+config.pbtxt and streams scripted Qwen3-format text with the real tokenizer's ids.
+"""
+
+import json
+import time
+
+import httpx
+import openai
+import pytest
+from conftest import GOLDEN, Served
+from triton_fleet_openai.app import create_app
+from triton_fleet_openai.config import ModelInfo, Settings
+from triton_fleet_openai.template import ChatTemplate
+from triton_grpc_standin import StandinNode, load_config, pieces_from_text
+
+MODEL = "qwen3-tiny"
+HEADERS = {"X-Auth-Sub": "alice", "X-Auth-Class": "default", "X-Auth-Models": '["*"]', "X-Request-ID": "req-1"}
+THINK_ANSWER = "<think>\nThe user greets me.\n</think>\n\nHello! How can I help you today?"
+TOOLS_OUT = (
+    '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n'
+    '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'
+)
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+TIME = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}
+
+
+@pytest.fixture(scope="module")
+def config():
+    return load_config(GOLDEN / "transformers" / MODEL / "config.pbtxt")
+
+
+def make_script(hf_tokenizer, text):
+    pieces = pieces_from_text(hf_tokenizer, text)
+
+    def script(inputs):
+        return pieces[: int(inputs["max_tokens"])]
+
+    return script
+
+
+def settings(tokenizer_dir, nodes, **over):
+    model = ModelInfo(served_name=MODEL, entry_model=MODEL, runtime="transformers", context_length=1024,
+                      max_input_len=900, max_output_len=256, fingerprint="f" * 64)
+    return Settings(model=model, tokenizer_dir=tokenizer_dir, triton_nodes=nodes, metrics_port=0,
+                    fail_timeout_s=30, **over)
+
+
+@pytest.fixture
+def node_factory(config):
+    made = []
+
+    def make(script, interval=0.0):
+        node = StandinNode(config, script, interval).start()
+        made.append(node)
+        return node
+
+    yield make
+    for n in made:
+        n.close()
+
+
+@pytest.fixture
+def served(tokenizer_dir):
+    stack = []
+
+    def serve(nodes, **over):
+        s = Served(create_app(settings(tokenizer_dir, [n.url for n in nodes], **over)))
+        stack.append(s)
+        return s.__enter__()
+
+    yield serve
+    for s in stack:
+        s.__exit__(None, None, None)
+
+
+def client(srv, headers=HEADERS):
+    return openai.OpenAI(base_url=srv.url + "/v1", api_key="unused-behind-gateway", default_headers=headers,
+                         max_retries=0, timeout=20)
+
+
+def test_models_and_chat(node_factory, served, hf_tokenizer, tokenizer_dir):
+    node = node_factory(make_script(hf_tokenizer, THINK_ANSWER))
+    srv = served([node])
+    c = client(srv)
+    models = c.models.list()
+    assert [m.id for m in models.data] == [MODEL]
+    assert models.data[0].model_extra["context_length"] == 1024
+
+    messages = [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "Hi"}]
+    r = c.chat.completions.create(model=MODEL, messages=messages, max_tokens=100, temperature=0)
+    msg = r.choices[0].message
+    assert msg.content == "Hello! How can I help you today?"
+    assert msg.model_extra["reasoning_content"] == "The user greets me."
+    assert r.choices[0].finish_reason == "stop"
+    prompt = ChatTemplate.from_tokenizer_dir(tokenizer_dir).render(messages)
+    assert node.servicer.requests[-1]["text_input"] == prompt
+    assert r.usage.prompt_tokens == len(hf_tokenizer.encode(prompt, add_special_tokens=False).ids)
+    assert r.usage.completion_tokens == len(hf_tokenizer.encode(THINK_ANSWER, add_special_tokens=False).ids)
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+    sent = node.servicer.requests[-1]
+    assert sent["temperature"] == 0 and sent["top_k"] == 1 and sent["stream"] is True
+    assert sent["exclude_input_in_output"] is True and sent["max_tokens"] == 100
+
+
+def test_streaming_with_usage_and_length(node_factory, served, hf_tokenizer):
+    node = node_factory(make_script(hf_tokenizer, THINK_ANSWER))
+    c = client(served([node]))
+    stream = c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], stream=True,
+                                       stream_options={"include_usage": True})
+    content, reasoning, finish, usage, n = "", "", None, None, 0
+    for chunk in stream:
+        n += 1
+        if chunk.usage:
+            usage = chunk.usage
+        for ch in chunk.choices:
+            content += ch.delta.content or ""
+            reasoning += (ch.delta.model_extra or {}).get("reasoning_content") or ""
+            finish = ch.finish_reason or finish
+    assert content == "Hello! How can I help you today?" and reasoning == "The user greets me."
+    assert finish == "stop" and n > 5
+    assert usage.completion_tokens == len(hf_tokenizer.encode(THINK_ANSWER, add_special_tokens=False).ids)
+
+    r = c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=3)
+    assert r.choices[0].finish_reason == "length" and r.usage.completion_tokens == 3
+
+
+def test_thinking_off(node_factory, served, hf_tokenizer):
+    node = node_factory(make_script(hf_tokenizer, "Hello!"))
+    c = client(served([node]))
+    r = c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}],
+                                  extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+    assert node.servicer.requests[-1]["text_input"].endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    assert r.choices[0].message.content == "Hello!"
+    assert "reasoning_content" not in (r.choices[0].message.model_extra or {})
+
+
+def test_tool_calls_stream_and_whole(node_factory, served, hf_tokenizer):
+    node = node_factory(make_script(hf_tokenizer, TOOLS_OUT))
+    c = client(served([node]))
+    kw = {"model": MODEL, "messages": [{"role": "user", "content": "Weather and time in Paris?"}],
+          "tools": [WEATHER, TIME]}
+    r = c.chat.completions.create(**kw)
+    calls = r.choices[0].message.tool_calls
+    assert [(t.function.name, json.loads(t.function.arguments)) for t in calls] == [("get_weather", {"city": "Paris"}), ("get_time", {})]
+    assert r.choices[0].finish_reason == "tool_calls" and r.choices[0].message.content is None
+    assert "<tools>" in node.servicer.requests[-1]["text_input"]
+
+    acc, order, finish = {}, [], None
+    for chunk in c.chat.completions.create(stream=True, **kw):
+        for ch in chunk.choices:
+            finish = ch.finish_reason or finish
+            assert not ch.delta.content  # no tag text leaks
+            for tc in ch.delta.tool_calls or []:
+                slot = acc.setdefault(tc.index, {"id": None, "name": None, "arguments": ""})
+                if tc.id:
+                    order.append(("id+name", tc.index))
+                    assert tc.function.name and slot["arguments"] == ""
+                    slot["id"], slot["name"] = tc.id, tc.function.name
+                if tc.function and tc.function.arguments:
+                    order.append(("args", tc.index))
+                    slot["arguments"] += tc.function.arguments
+    assert finish == "tool_calls"
+    assert order == [("id+name", 0), ("args", 0), ("id+name", 1), ("args", 1)]
+    assert json.loads(acc[0]["arguments"]) == {"city": "Paris"} and acc[1]["name"] == "get_time"
+
+    r = c.chat.completions.create(tool_choice="none", **kw)
+    assert r.choices[0].message.content == TOOLS_OUT and not r.choices[0].message.tool_calls
+    assert "<tools>" not in node.servicer.requests[-1]["text_input"]
+    r = c.chat.completions.create(parallel_tool_calls=False, **kw)
+    assert len(r.choices[0].message.tool_calls) == 1
+
+
+def test_named_and_required_tool_choice_prefill(node_factory, served, hf_tokenizer):
+    node = node_factory(make_script(hf_tokenizer, '{"city": "Oslo"}}\n</tool_call>'))
+    c = client(served([node]))
+    r = c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Oslo?"}], tools=[WEATHER, TIME],
+                                  tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    sent = node.servicer.requests[-1]["text_input"]
+    assert sent.endswith('<think>\n\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": ')
+    assert r.choices[0].message.tool_calls[0].function.name == "get_weather"
+    assert json.loads(r.choices[0].message.tool_calls[0].function.arguments) == {"city": "Oslo"}
+    assert r.usage.prompt_tokens == len(hf_tokenizer.encode(sent, add_special_tokens=False).ids)
+
+    node2 = node_factory(make_script(hf_tokenizer, '{"name": "get_time", "arguments": {}}\n</tool_call>'))
+    c2 = client(served([node2]))
+    r = c2.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "time?"}], tools=[WEATHER, TIME],
+                                   tool_choice="required")
+    assert node2.servicer.requests[-1]["text_input"].endswith("<tool_call>\n")
+    assert r.choices[0].message.tool_calls[0].function.name == "get_time"
+
+
+def test_tool_round_trip_prompt(node_factory, served, hf_tokenizer):
+    node = node_factory(make_script(hf_tokenizer, "It is 21 C in Paris."))
+    c = client(served([node]))
+    messages = [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_a", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+        {"role": "tool", "tool_call_id": "call_a", "content": '{"temp_c": 21}'},
+    ]
+    r = c.chat.completions.create(model=MODEL, messages=messages, tools=[WEATHER])
+    assert r.choices[0].message.content == "It is 21 C in Paris."
+    sent = node.servicer.requests[-1]["text_input"]
+    assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>' in sent
+    assert "<tool_response>\n{\"temp_c\": 21}\n</tool_response>" in sent
+
+
+def test_stop_strings_are_honoured_by_the_service(node_factory, served, hf_tokenizer):
+    node = node_factory(make_script(hf_tokenizer, "one two three four five six seven eight nine ten"), interval=0.01)
+    c = client(served([node]))
+    r = c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "count"}], stop=["four"],
+                                  extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+    assert r.choices[0].message.content == "one two three " and r.choices[0].finish_reason == "stop"
+    assert node.servicer.requests[-1]["stop_words"] == ["four"]
+    time.sleep(0.3)
+    assert node.servicer.inflight == 0 and node.servicer.cancelled == 1  # the rest was not generated
+
+
+def test_completions(node_factory, served, hf_tokenizer):
+    node = node_factory(make_script(hf_tokenizer, " jumps over the dog"))
+    c = client(served([node]))
+    r = c.completions.create(model=MODEL, prompt="The quick fox", max_tokens=50)
+    assert r.choices[0].text == " jumps over the dog" and node.servicer.requests[-1]["text_input"] == "The quick fox"
+    assert r.usage.prompt_tokens == len(hf_tokenizer.encode("The quick fox", add_special_tokens=False).ids)
+    text = "".join(ch.choices[0].text for ch in c.completions.create(model=MODEL, prompt="x", stream=True, max_tokens=2) if ch.choices)
+    assert text == " jumps over"
+
+
+def post(srv, body, headers=HEADERS, path="/v1/chat/completions"):
+    return httpx.post(srv.url + path, json=body, headers=headers, timeout=20)
+
+
+def test_errors_are_openai_objects(node_factory, served, hf_tokenizer):
+    node = node_factory(make_script(hf_tokenizer, "x"))
+    srv = served([node])
+    ok = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}]}
+
+    r = post(srv, ok, headers={})
+    assert r.status_code == 401 and r.json()["error"]["type"] == "authentication_error"
+    with pytest.raises(openai.AuthenticationError):
+        client(srv, headers={}).models.list()
+
+    r = post(srv, ok, headers={**HEADERS, "X-Auth-Models": '["qwen3-32b"]'})
+    assert r.status_code == 403 and r.json()["error"]["code"] == "model_not_allowed"
+    with pytest.raises(openai.PermissionDeniedError):
+        client(srv, headers={**HEADERS, "X-Auth-Models": '["other"]'}).chat.completions.create(**ok)
+    assert client(srv, headers={**HEADERS, "X-Auth-Models": '["other"]'}).models.list().data == []
+    assert post(srv, ok, headers={**HEADERS, "X-Auth-Models": "not json"}).status_code == 403
+
+    r = post(srv, {**ok, "model": "gpt-4"})
+    assert r.status_code == 404 and r.json()["error"]["param"] == "model"
+
+    cases = [
+        ({"n": 2}, "n"), ({"logprobs": True}, "logprobs"), ({"response_format": {"type": "json_object"}}, "response_format"),
+        ({"presence_penalty": 0.5}, "presence_penalty"), ({"frobnicate": 1}, "frobnicate"),
+        ({"temperature": 3}, "temperature"), ({"chat_template_kwargs": {"foo": 1}}, "chat_template_kwargs.foo"),
+        ({"tool_choice": "required"}, "tool_choice"), ({"messages": []}, "messages"),
+        ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}, "messages[0].content[0]"),
+        ({"logit_bias": {"1": 2}}, "logit_bias"), ({"stop": [""]}, "stop"),
+    ]
+    for extra, param in cases:
+        r = post(srv, {**ok, **extra})
+        assert r.status_code == 400, (extra, r.text)
+        err = r.json()["error"]
+        assert err["param"] == param and param.split(".")[0].split("[")[0] in err["message"], (extra, err)
+        assert err["type"] == "invalid_request_error"
+
+    r = post(srv, {**ok, "max_tokens": 1000})
+    assert r.status_code == 400 and "256" in r.json()["error"]["message"]
+    long = {**ok, "messages": [{"role": "user", "content": "word " * 850}], "max_tokens": 200}
+    r = post(srv, long)
+    msg = r.json()["error"]["message"]
+    assert r.status_code == 400 and "1024" in msg and "200" in msg and r.json()["error"]["code"] == "context_length_exceeded"
+    r = httpx.post(srv.url + "/v1/chat/completions", content=b"{not json", headers=HEADERS)
+    assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_json"
+    r = httpx.get(srv.url + "/v1/nope", headers=HEADERS)
+    assert r.status_code == 404 and "error" in r.json()
+    r = post(srv, {"model": MODEL, "prompt": "x", "echo": True}, path="/v1/completions")
+    assert r.status_code == 400 and r.json()["error"]["param"] == "echo"
+    assert len(node.servicer.requests) == 0  # nothing invalid reached Triton
+
+
+def test_token_budget_429(node_factory, served, hf_tokenizer):
+    node = node_factory(make_script(hf_tokenizer, "Hello there friend"))
+    srv = served([node], token_budgets={"small": 20})
+    hdr = {**HEADERS, "X-Auth-Class": "small"}
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}]}
+    assert post(srv, body, headers=hdr).status_code == 200  # ~15 prompt + 3 completion tokens
+    assert post(srv, body, headers=hdr).status_code == 200  # the budget is checked before, counted after
+    r = post(srv, body, headers=hdr)
+    assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1
+    assert r.json()["error"]["code"] == "token_budget_exceeded"
+    assert post(srv, body, headers={**HEADERS, "X-Auth-Sub": "bob", "X-Auth-Class": "small"}).status_code == 200
+    assert post(srv, body).status_code == 200  # class without a budget
+    metrics = httpx.get(srv.url + "/metrics").status_code  # metrics are not on the API port
+    assert metrics == 404
+
+
+def test_stopped_node_is_skipped(node_factory, served, hf_tokenizer):
+    a = node_factory(make_script(hf_tokenizer, "from a"))
+    b = node_factory(make_script(hf_tokenizer, "from b"))
+    srv = served([a, b])
+    c = client(srv)
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}],
+            "extra_body": {"chat_template_kwargs": {"enable_thinking": False}}}
+    seen = {c.chat.completions.create(**body).choices[0].message.content for _ in range(4)}
+    assert seen == {"from a", "from b"}  # both serve
+    a.stop()
+    answers = [c.chat.completions.create(**body).choices[0].message.content for _ in range(6)]
+    assert answers == ["from b"] * 6  # no request failed: the dead node is retried once, then skipped
+    health = httpx.get(srv.url + "/health").json()
+    assert health["nodes"] == {a.url: False, b.url: True}
+
+
+def test_node_stopped_mid_stream_fails_only_its_request(node_factory, served, hf_tokenizer):
+    slow = node_factory(make_script(hf_tokenizer, "word " * 60), interval=0.05)
+    srv = served([slow])
+    c = client(srv)
+    stream = c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], stream=True,
+                                       extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+    got = ""
+    with pytest.raises(openai.APIError) as err:
+        for i, chunk in enumerate(stream):
+            got += chunk.choices[0].delta.content or "" if chunk.choices else ""
+            if i == 3:
+                slow.stop()
+    assert got.startswith("word") and "failed mid-stream" in str(err.value)
+
+
+def test_client_disconnect_cancels_the_triton_request(node_factory, served, hf_tokenizer):
+    node = node_factory(make_script(hf_tokenizer, "word " * 200), interval=0.02)
+    srv = served([node])
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "stream": True}
+    with httpx.stream("POST", srv.url + "/v1/chat/completions", json=body, headers=HEADERS, timeout=20) as r:
+        lines = r.iter_lines()
+        for _ in range(6):
+            next(lines)
+        assert node.servicer.inflight == 1
+    deadline = time.monotonic() + 5
+    while node.servicer.inflight and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert node.servicer.inflight == 0 and node.servicer.cancelled == 1 and node.servicer.completed == 0

@@ -1,0 +1,132 @@
+"""Tensor interfaces read from the real rendered model configs, budgets, configuration, metrics."""
+
+import json
+
+import pytest
+from conftest import GOLDEN
+from triton_fleet_openai.backend import Interface, Pool
+from triton_fleet_openai.budgets import Budgets
+from triton_fleet_openai.config import load
+from triton_grpc_standin import load_config
+
+
+def iface(runtime, model):
+    return Interface.from_config(load_config(GOLDEN / runtime / model / "config.pbtxt"))
+
+
+def test_transformers_runtime_interface():
+    i = iface("transformers", "qwen3-tiny")
+    assert i.inputs["seed"][0] == "seed" and i.inputs["stop"] == ("stop_words", "BYTES", True)
+    assert "output_ids" in i.outputs and not i.batched
+    assert "presence_penalty" not in i.params  # -> 400 when a request sets it
+    tensors = {t.name(): t for t in i.build({"prompt": "hé", "max_tokens": 5, "stream": True, "stop": ["a", "b"],
+                                             "seed": 7, "temperature": None, "presence_penalty": 0.5})}
+    assert set(tensors) == {"text_input", "max_tokens", "stream", "stop_words", "seed"}
+    assert tensors["stop_words"].shape() == [2] and tensors["max_tokens"].datatype() == "INT32"
+    assert tensors["seed"].datatype() == "UINT64" and tensors["text_input"].shape() == [1]
+
+
+def test_trtllm_engine_ensemble_interface():
+    i = iface("trtllm-engine", "qwen3-14b")
+    assert i.batched and i.inputs["seed"][0] in ("seed", "random_seed")
+    assert {"presence_penalty", "frequency_penalty", "top_k", "stop"} <= i.params
+    assert "output_ids" not in i.outputs  # completion tokens are then counted from the text
+    t = {x.name(): x for x in i.build({"prompt": "x", "max_tokens": 3, "stream": True, "stop": ["\n"]})}
+    assert t["text_input"].shape() == [1, 1] and t["stop_words"].shape() == [1, 1]
+
+
+def test_llmapi_interface():
+    path = next((GOLDEN / "trtllm-llmapi").glob("*/config.pbtxt"))
+    i = Interface.from_config(load_config(path))
+    assert i.inputs["max_tokens"][0] == "sampling_param_max_tokens" and i.inputs["stream"][0] == "streaming"
+    assert i.inputs["stop"][0] == "sampling_param_stop" and "return_finish_reason" in i.params
+
+
+def test_interface_refuses_a_model_without_text_input():
+    cfg = load_config(GOLDEN / "trtllm-engine" / "tensorrt_llm" / "config.pbtxt")
+    with pytest.raises(ValueError, match="no input for prompt"):
+        Interface.from_config(cfg)
+
+
+def test_pool_order_least_inflight_then_round_robin():
+    pool = Pool(["a:1", "b:1", "c:1"], "m")
+    firsts = [pool._order()[0].url for _ in range(6)]
+    assert sorted(set(firsts)) == ["a:1", "b:1", "c:1"]
+    pool.nodes[0].inflight = 0
+    pool.nodes[1].inflight = 2
+    pool.nodes[2].inflight = 1
+    assert [n.url for n in pool._order()] == ["a:1", "c:1", "b:1"]
+    pool.mark_failed(pool.nodes[0])
+    assert pool._order()[-1].url == "a:1"  # a failed node is tried last, only when the others fail
+
+
+def test_budget_window():
+    now = [1000.0]
+    b = Budgets({"free": 100}, clock=lambda: now[0])
+    assert b.retry_after("u", "free") is None
+    b.record("u", "free", 60)
+    now[0] += 10
+    b.record("u", "free", 50)
+    assert b.retry_after("u", "free") == 50  # the first 60 leave the window at t0 + 60
+    assert b.retry_after("v", "free") is None and b.retry_after("u", "paid") is None
+    now[0] += 51
+    assert b.retry_after("u", "free") is None
+    b.record("u", "paid", 10**9)
+    assert b.retry_after("u", "paid") is None
+
+
+def test_config_errors_name_the_field(tmp_path):
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps({"model": {"served_name": "m"}, "tokenizer_dir": "/x", "triton_nodes": []}))
+    with pytest.raises(SystemExit) as err:
+        load(str(p))
+    assert "triton_nodes" in str(err.value) and "entry_model" in str(err.value)
+    p.write_text("{")
+    with pytest.raises(SystemExit, match="cannot read"):
+        load(str(p))
+
+
+def test_numpy_dtypes_cover_the_runtimes():
+    for runtime in ("transformers", "trtllm-engine"):
+        for model_dir in (GOLDEN / runtime).iterdir():
+            try:
+                i = Interface.from_config(load_config(model_dir / "config.pbtxt"))
+            except ValueError:
+                continue
+            fields = {k: (["s"] if v[2] else ("s" if v[1] == "BYTES" else 1)) for k, v in i.inputs.items()}
+            for t in i.build(fields):
+                assert t.datatype() in ("BYTES", "BOOL", "INT32", "UINT64", "FP32"), t.name()
+
+
+def _wheelhouse_tool():
+    import importlib.machinery
+    import importlib.util
+
+    path = str(GOLDEN.parents[2] / "tools" / "build-wheelhouse")
+    loader = importlib.machinery.SourceFileLoader("build_wheelhouse", path)
+    spec = importlib.util.spec_from_loader("build_wheelhouse", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def test_wheelhouse_markers_are_evaluated_for_the_target_python():
+    tool = _wheelhouse_tool()
+    lines = (GOLDEN.parents[2] / "services" / "openai_api" / "requirements.txt").read_text().splitlines()
+    for version, numpy in (("3.9", "numpy==2.0.2"), ("3.11", "numpy==2.2.6"), ("3.12", "numpy==2.2.6")):
+        reqs = tool.resolve_markers(lines, version, "x86_64")
+        assert [r for r in reqs if r.startswith("numpy")] == [numpy]
+        assert all(";" not in r and "==" in r for r in reqs), reqs  # every pin exact, markers gone
+        assert "tritonclient[grpc]==2.71.0" in reqs
+
+
+def test_wheelhouse_key_follows_the_package_source(tmp_path):
+    tool = _wheelhouse_tool()
+    (tmp_path / "a.py").write_text("x = 1\n")
+    first = tool.source_hash(tmp_path, "req")
+    (tmp_path / "x.egg-info").mkdir()
+    (tmp_path / "x.egg-info" / "PKG-INFO").write_text("noise")
+    assert tool.source_hash(tmp_path, "req") == first
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert tool.source_hash(tmp_path, "req") != first
+    assert tool.source_hash(tmp_path, "other") != tool.source_hash(tmp_path, "req")
