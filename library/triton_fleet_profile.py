@@ -38,8 +38,12 @@ options:
     type: path
     default: /var/lib/triton-fleet/engines
 attributes:
-  check_mode: {support: full}
-  diff_mode: {support: none}
+  check_mode:
+    description: Reads the profile only; check mode runs it in full.
+    support: full
+  diff_mode:
+    description: Changes nothing, so there is nothing to diff.
+    support: none
 author: triton-fleet
 """
 

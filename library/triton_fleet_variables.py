@@ -34,8 +34,12 @@ options:
     type: path
     required: true
 attributes:
-  check_mode: {support: full}
-  diff_mode: {support: none}
+  check_mode:
+    description: Reads variables only; check mode runs it in full.
+    support: full
+  diff_mode:
+    description: Changes nothing, so there is nothing to diff.
+    support: none
 requirements: [PyYAML (on the controller, where it runs)]
 author: triton-fleet
 """

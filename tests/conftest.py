@@ -57,8 +57,22 @@ def imported_names(path):
             for n in names}
 
 
+def declares_controller(path):
+    """A test file that says ``pytestmark = pytest.mark.controller`` at module level is controller-side
+    even when it imports host code: it also needs the controller's own libraries (ansible's inventory,
+    jinja2 rendering done on the controller)."""
+    tree = ast.parse(path.read_text(), str(path))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pytestmark" for t in node.targets):
+            if "controller" in ast.unparse(node.value):
+                return True
+    return False
+
+
 def node_imports(path, _seen=None):
     """The node-side sources a test file reaches, through helper modules of its own directory."""
+    if _seen is None and path.name.startswith("test_") and declares_controller(path):
+        return set()
     seen = set() if _seen is None else _seen
     if path in seen:
         return set()

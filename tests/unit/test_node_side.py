@@ -4,11 +4,16 @@ tools/run-node-tests runs the `node` tests under Python 3.9-3.12 with only
 tools/node-tests/requirements.txt installed; these checks keep that run meaningful.
 """
 
+import importlib.util
 import re
 import sys
 from pathlib import Path
 
-import conftest
+# By path: `import conftest` would find whichever conftest module pytest loaded first
+# (tests/unit/openai_api has its own).
+_SPEC = importlib.util.spec_from_file_location("tf_root_conftest", Path(__file__).resolve().parents[1] / "conftest.py")
+conftest = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(conftest)
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = sorted((ROOT / "tests/unit").glob("test_*.py"))

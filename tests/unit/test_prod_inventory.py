@@ -30,6 +30,9 @@ from cryptography.x509.oid import NameOID
 from triton_fleet import variables as tv
 from triton_fleet.planner import plan_fleet
 
+# Controller-side: it also needs the controller's own libraries (see tests/conftest.py).
+pytestmark = pytest.mark.controller
+
 ROOT = Path(__file__).resolve().parents[2]
 PROD = ROOT / "inventories" / "prod"
 

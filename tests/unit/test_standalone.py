@@ -18,18 +18,7 @@ ALLOWED = {
 
 # Files whose owners are rewriting them in parallel branches; each entry must go once its file is clean
 # (the test below fails while an entry is no longer needed).
-PENDING = {
-    "docs/compatibility.md",
-    "docs/gateway.md",
-    "docs/planner.md",
-    "module_utils/triton_fleet/image_matrix.py",
-    "module_utils/triton_fleet/model_catalog.py",
-    "module_utils/triton_fleet/model_repository.py",
-    "module_utils/triton_fleet/planner.py",
-    "module_utils/triton_fleet/trtllm_commands.py",
-    "tests/standin/trtllm/flags-1.2.1.json",
-    "tests/unit/test_trtllm_commands.py",
-}
+PENDING = set()
 
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 

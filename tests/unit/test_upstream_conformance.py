@@ -20,6 +20,9 @@ from triton_fleet import trtllm_commands as tc
 from triton_fleet.model_repository import render_repository, server_launch
 from triton_fleet.pbtxt import validate
 
+# Controller-side: it also needs the controller's own libraries (see tests/conftest.py).
+pytestmark = pytest.mark.controller
+
 ROOT = Path(__file__).resolve().parents[2]
 FACTS = ROOT / "tests" / "conformance" / "upstream-trtllm-1.2.1"
 
