@@ -149,8 +149,9 @@ def pieces_from_text(tokenizer, text, per_piece=1):
 
 
 def main(argv=None):
-    """Serve a stand-in node until killed: ``--text`` streamed token by token (real tokenizer), or
-    ``--rate`` tokens/s of a fixed token for the benchmark's fast upstream."""
+    """Serve a stand-in node until killed: ``--text`` streamed token by token (real tokenizer) and
+    ended with finish reason "stop", cut at the request's max_tokens ("length"); with ``--repeat`` the
+    text is repeated up to max_tokens, for a load of a known length."""
     import argparse
 
     from tokenizers import Tokenizer
@@ -161,13 +162,16 @@ def main(argv=None):
     ap.add_argument("--listen", default="127.0.0.1:8001")
     ap.add_argument("--text", default="Hello from the stand-in Triton node.")
     ap.add_argument("--interval", type=float, default=0.0, help="seconds between streamed pieces")
+    ap.add_argument("--repeat", action="store_true", help="repeat the text up to each request's max_tokens")
     args = ap.parse_args(argv)
     tok = Tokenizer.from_file(args.tokenizer)
     pieces = pieces_from_text(tok, args.text)
 
     def script(inputs):
         n = int(inputs.get("max_tokens") or inputs.get("sampling_param_max_tokens") or len(pieces))
-        return [pieces[i % len(pieces)] for i in range(n)] if n > len(pieces) else pieces[:n]
+        if args.repeat and n > len(pieces):
+            return [pieces[i % len(pieces)] for i in range(n)]
+        return pieces[:n]
 
     servicer = Servicer(load_config(args.config), script, args.interval)
 
