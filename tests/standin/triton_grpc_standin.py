@@ -1,4 +1,5 @@
-"""Stand-in for a Triton node's gRPC service (tests and bench/openai only, never deployed).
+"""Stand-in for a Triton node's gRPC service (tests, bench/openai and the whole-fleet scenario's scripted-model
+check only, never part of a deployment).
 
 It serves one decoupled model whose ``ModelConfig`` is a real rendered ``config.pbtxt`` (e.g. the
 golden transformers repository), and answers ``ModelStreamInfer`` from a script: a callable
@@ -8,6 +9,7 @@ how many the client cancelled, which is what the OpenAI service's tests need to 
 """
 
 import asyncio
+import json
 import threading
 
 import grpc
@@ -163,12 +165,24 @@ def main(argv=None):
     ap.add_argument("--text", default="Hello from the stand-in Triton node.")
     ap.add_argument("--interval", type=float, default=0.0, help="seconds between streamed pieces")
     ap.add_argument("--repeat", action="store_true", help="repeat the text up to each request's max_tokens")
+    ap.add_argument("--turns", help="JSON file {marker: [turn0, turn1, ...]}: a prompt holding the marker and i tool "
+                                    "results is answered with turn i (a scripted Qwen3-format model); other prompts "
+                                    "get --text")
     args = ap.parse_args(argv)
     tok = Tokenizer.from_file(args.tokenizer)
     pieces = pieces_from_text(tok, args.text)
+    turns = {}
+    if args.turns:
+        with open(args.turns, encoding="utf-8") as fh:
+            turns = json.load(fh)
 
     def script(inputs):
         n = int(inputs.get("max_tokens") or inputs.get("sampling_param_max_tokens") or len(pieces))
+        prompt = str(inputs.get("text_input", ""))
+        for marker, texts in turns.items():
+            if marker in prompt:
+                text = texts[min(prompt.count("<tool_response>"), len(texts) - 1)]
+                return pieces_from_text(tok, text)[:n]
         if args.repeat and n > len(pieces):
             return [pieces[i % len(pieces)] for i in range(n)]
         return pieces[:n]
