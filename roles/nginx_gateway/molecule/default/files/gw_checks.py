@@ -8,6 +8,8 @@
   gw_checks.py oai_burst BASE CA TOKEN N     N quick /v1/chat/completions calls: statuses + the first 429
   gw_checks.py oai_sse   BASE CA TOKEN       a streamed /v1/chat/completions: when each chunk was sent
                                              (by the stand-in) and received (here)
+  gw_checks.py alternate BASE CA BAD GOOD N  N times a generate call with token BAD, then one with
+                                             GOOD, each on a new TLS connection: statuses
 Runs on the controller with the project venv (requests, grpcio, tritonclient).
 """
 
@@ -142,6 +144,16 @@ def oai_sse(base, ca, token):
     }
 
 
+def alternate(base, ca, bad, good, n):
+    # A new connection (and TLS handshake) per call: whichever worker verified the bad token
+    # makes TLS calls again soon after, and would then find what that verification left behind.
+    out = {"bad": [], "good": []}
+    for _ in range(int(n)):
+        out["bad"].append(_post(base, ca, bad, "generate").status_code)
+        out["good"].append(_post(base, ca, good, "generate").status_code)
+    return out
+
+
 def grpc_calls(target, ca, token):
     import grpc
     from tritonclient.grpc import service_pb2 as pb
@@ -192,6 +204,8 @@ def main(argv):
         out = oai_burst(*argv[2:])
     elif cmd == "oai_sse" and len(argv) == 5:
         out = oai_sse(*argv[2:])
+    elif cmd == "alternate" and len(argv) == 7:
+        out = alternate(*argv[2:])
     else:
         sys.exit(__doc__)
     print(json.dumps(out))

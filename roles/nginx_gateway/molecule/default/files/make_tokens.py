@@ -8,7 +8,9 @@ usage: make_tokens.py keys DIR            -> writes RSA/EC/PS key pairs + an HMA
 
 Valid tokens carry scope "infer" and models ["qwen3-tiny", "qwen3-small"] (the two served
 models); "tiny_only" lists only qwen3-tiny, "all_models" ["*"], "no_models" has no models
-claim; each invalid token breaks exactly one thing.
+claim; each invalid token breaks exactly one thing. "big_6k" / "big_12k" are valid tokens of
+about that size (a "groups" claim, as IdPs add), "too_big" is valid but just over the gateway's
+16384-byte limit, "huge" (~40 KB) is over its header buffers.
 Needs pyjwt[crypto] (controller venv).
 """
 
@@ -52,6 +54,16 @@ def b64(data):
 def raw_token(header, payload, sign):
     si = b64(json.dumps(header).encode()) + "." + b64(json.dumps(payload).encode())
     return si + "." + b64(sign(si.encode()))
+
+
+def padded(make, size):
+    """A token of at least `size` bytes: make(groups=[...]) with as many groups as it takes."""
+    groups = []
+    while True:
+        t = make(groups=groups)
+        if len(t) >= size:
+            return t
+        groups = groups + [f"grp-{i:05d}" for i in range(len(groups), len(groups) + max(1, (size - len(t)) // 16))]
 
 
 def make_tokens(d, iss, aud):
@@ -106,7 +118,18 @@ def make_tokens(d, iss, aud):
         "victim": tok("victim"),
         "dave": tok("dave"),
         "premium": tok("paula", tier="premium"),
+        # lifetime (nginx_gateway_jwt_max_lifetime 86400): two days is too long, with or without iat
+        "long_lived": tok("alice", exp=now + 2 * 86400),
+        "long_lived_no_iat": tok("alice", iat=None, exp=now + 2 * 86400),
+        "no_iat": tok("alice", iat=None, tier="premium"),
+        # X-Auth-Scope: the verified scope claim, as a string and as a list
+        "multi_scope": tok("sam", scope="infer crm:read crm:write", tier="premium"),
+        "list_scope": tok("sam", scope=["infer", "crm:read"], tier="premium"),
     }
+    t["big_6k"] = padded(lambda **kw: tok("bianca", tier="premium", **kw), 6 * 1024)
+    t["big_12k"] = padded(lambda **kw: tok("bianca", tier="premium", **kw), 12 * 1024)
+    t["too_big"] = padded(lambda **kw: tok("bianca", tier="premium", **kw), 16384 + 64)
+    t["huge"] = padded(lambda **kw: tok("bianca", tier="premium", **kw), 40 * 1024)
     # bad signature: a valid token with its signature replaced by another token's
     good = t["valid"].split(".")
     other = tok("mallory").split(".")
