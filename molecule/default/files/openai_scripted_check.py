@@ -5,9 +5,10 @@ a STAND-IN Triton node (tests/standin/triton_grpc_standin.py --turns) that repla
 because the lab's model has random weights and never decides to call a tool; its server tools call the CRM
 stand-in (tools/crm-standin) on the gateway's loopback.
 
-  openai_scripted_check.py --url https://127.0.0.1:28443 --token T --default-token T2 [--insecure]
+  openai_scripted_check.py --url https://127.0.0.1:28443 --token T --default-token T2 --scoped-token T3 [--insecure]
 
---token: a subject of class premium (the tools' allowed class); --default-token: one of class default.
+--token: a subject of class premium (the tools' allowed class); --default-token: one of class default;
+--scoped-token: one whose scope claim holds crm:write (the scoped tool's required scope).
 Prints one JSON object; exit 1 naming every failed check.
 """
 
@@ -29,9 +30,9 @@ WEATHER = {
 }
 
 
-def client(a, token):
+def client(a, token, **kw):
     return openai.OpenAI(base_url=a.url.rstrip("/") + "/v1", api_key=token, max_retries=0, timeout=60,
-                         http_client=httpx.Client(verify=not a.insecure, timeout=60))
+                         http_client=httpx.Client(verify=not a.insecure, timeout=60), **kw)
 
 
 def user(marker):
@@ -114,6 +115,19 @@ def check(a):
         expect("server_tool_class_403", False, "a default-class subject used a premium-only server tool")
     except openai.PermissionDeniedError as e:
         expect("server_tool_class_403", e.status_code == 403, f"status={e.status_code} body={e.body}")
+    # A required_scope tool: the scope comes from the verified token (the gateway's X-Auth-Scope), so a subject
+    # whose token has it may name the tool, one without it (of any class) may not, whatever header it sends.
+    r = client(a, a.scoped_token).chat.completions.create(
+        model=MODEL, messages=user("SCOPED"), max_tokens=64, extra_body={"server_tools": ["crm_write"]})
+    ran = [(s["name"], s["status"]) for s in (r.model_extra or {}).get("server_tools", [])]
+    expect("server_tool_scope", r.choices[0].message.content == "Written." and ran == [("crm_write", "ok")],
+           f"content={r.choices[0].message.content!r} ran={ran}")
+    try:
+        client(a, a.token, default_headers={"X-Auth-Scope": "crm:write"}).chat.completions.create(
+            model=MODEL, messages=user("SCOPED"), max_tokens=8, extra_body={"server_tools": ["crm_write"]})
+        expect("server_tool_scope_403", False, "a token without the scope used a crm:write tool")
+    except openai.PermissionDeniedError as e:
+        expect("server_tool_scope_403", e.status_code == 403, f"status={e.status_code} body={e.body}")
     return results, failed
 
 
@@ -122,6 +136,7 @@ def main(argv=None):
     ap.add_argument("--url", required=True)
     ap.add_argument("--token", required=True)
     ap.add_argument("--default-token", required=True)
+    ap.add_argument("--scoped-token", required=True, help="a token whose scope claim holds crm:write")
     ap.add_argument("--insecure", action="store_true")
     a = ap.parse_args(argv)
     try:
