@@ -35,7 +35,7 @@ KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8")
 INT4_GROUP = 128
 
 # CUDA context + cuBLAS/cuDNN/TRT workspaces per GPU, by runtime (assumptions; docs/planner.md).
-CUDA_CONTEXT_BYTES = {"trtllm-engine": 1 * GIB, "trtllm-llmapi": int(1.5 * GIB), "transformers": 1 * GIB,
+CUDA_CONTEXT_BYTES = {"trtllm-engine": 1 * GIB, "trtllm-llmapi": int(1.5 * GIB), "transformers": 2 * GIB,
                       "cpu": 512 * MIB}
 NCCL_BYTES = 512 * MIB
 
