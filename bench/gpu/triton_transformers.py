@@ -112,9 +112,9 @@ def prepare_server(pytriton, venv, work):
     return dst, dst / "backends" / "python" / "triton_python_backend_stub"
 
 
-def check_stub_numpy(venv, stub):
+def check_stub_numpy(venv, stub, model_files):
     """The check the model repeats at load: the venv's numpy against the stub binary."""
-    r = sh([str(venv / "bin" / "python3"), str(MODEL_FILES / "stub_env.py"), "--stub", str(stub)])
+    r = sh([str(venv / "bin" / "python3"), str(model_files / "stub_env.py"), "--stub", str(stub)])
     print((r.stdout + r.stderr).strip())
     if r.returncode != 0:
         sys.exit(r.returncode)
@@ -150,6 +150,9 @@ def main():  # noqa: PLR0915
         "--pytriton", required=True, type=Path, help="dir with the wheel's pytriton/ and nvidia_pytriton.libs/"
     )
     ap.add_argument("--stub-venv", required=True, type=Path, help="environment of the python backend stub")
+    ap.add_argument(
+        "--model-files", type=Path, default=MODEL_FILES, help="the python model's files (default: the role's)"
+    )
     ap.add_argument("--context", type=int, default=2048)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
     ap.add_argument("--prompt-tokens", type=int, default=512)
@@ -166,7 +169,7 @@ def main():  # noqa: PLR0915
     report = {"command": " ".join(sys.argv)}
 
     server_dir, stub = prepare_server(a.pytriton, a.stub_venv, work)
-    check_stub_numpy(a.stub_venv, stub)
+    check_stub_numpy(a.stub_venv, stub, a.model_files)
 
     req = {
         "model": a.model,
@@ -193,7 +196,7 @@ def main():  # noqa: PLR0915
     table = planner.format_table(profile)
     print("\n".join(table) if isinstance(table, list) else table)
 
-    files = {f"1/{p.name}": p.read_text() for p in MODEL_FILES.glob("*.py")}
+    files = {f"1/{p.name}": p.read_text() for p in a.model_files.glob("*.py")}
     repo = model_repository.render_repository(profile, {"checkpoint_dir": str(ckpt.resolve()), "model_files": files})
     repo_dir = work / "repo"
     shutil.rmtree(repo_dir, ignore_errors=True)

@@ -287,3 +287,123 @@ def test_stop_words_and_seeded_sampling_per_row(tiny):
             assert s3.finish == "stop" and stop not in s3.events[-1][0]
     finally:
         eng.stop()
+
+
+def test_rows_join_slots_that_others_left(tiny):
+    torch, model = tiny
+    tok = ByteTokenizer()
+    lengths = [30, 5, 18, 9, 25, 3, 14]
+    want = [reference(torch, model, tok, PROMPTS[i], n) for i, n in enumerate(lengths)]
+    # 3 slots for 7 requests: the later ones take the slots of the short ones, in the middle of the batch
+    eng = engine(torch, model, max_batch=3)
+    seen = []
+    orig = eng.stats.decode
+    eng.stats.decode = lambda rows, *a: (seen.append(rows), orig(rows, *a))
+    try:
+        sinks = [Collect() for _ in lengths]
+        for i, n in enumerate(lengths):
+            eng.submit(GenerationRequest(prompt=PROMPTS[i], max_tokens=n, stream=bool(i % 2)), sinks[i])
+        for sink in sinks:
+            assert sink.done.wait(60)
+        for i, sink in enumerate(sinks):
+            assert not sink.errors and sink.ids == want[i], f"request {i}"
+        assert max(seen) == 3
+    finally:
+        eng.stop()
+
+
+def test_padded_buckets_equal_generate(tiny):
+    # what the CUDA graphs run: rows rounded up to a bucket (padding rows in free slots) and the
+    # attended columns rounded up to SPAN_STEP, here on the CPU
+    torch, model = tiny
+    tok = ByteTokenizer()
+    want = [reference(torch, model, tok, p, 10 + 2 * i) for i, p in enumerate(PROMPTS[:5])]
+    eng = engine(torch, model, buckets=True)
+    try:
+        sinks = [Collect() for _ in want]
+        for i, sink in enumerate(sinks):
+            eng.submit(GenerationRequest(prompt=PROMPTS[i], max_tokens=10 + 2 * i), sink)
+        for sink in sinks:
+            assert sink.done.wait(60)
+        for i, sink in enumerate(sinks):
+            assert not sink.errors and sink.ids == want[i], f"request {i}"
+    finally:
+        eng.stop()
+
+
+def test_kv_cache_is_allocated_once_at_load(tiny):
+    torch, model = tiny
+    eng = engine(torch, model, max_batch=4, kv_tokens=3 * LIMITS.max_seq_len)
+    try:
+        kv = eng.kv
+        assert eng.slots == 3  # the KV budget, not max_batch, sets the rows
+        cfg = model.config
+        per_token = 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * cfg.head_dim * 4
+        assert kv.nbytes() == 3 * (LIMITS.max_seq_len + 1) * per_token
+        before = [t.data_ptr() for t in kv.keys + kv.values]
+        sinks = [Collect() for _ in range(5)]
+        for i, sink in enumerate(sinks):
+            eng.submit(GenerationRequest(prompt=PROMPTS[i], max_tokens=20), sink)
+        for sink in sinks:
+            assert sink.done.wait(60) and not sink.errors
+        assert [t.data_ptr() for t in kv.keys + kv.values] == before
+    finally:
+        eng.stop()
+
+
+def test_cuda_graphs_equal_generate(tiny):
+    torch, model = tiny
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    import copy
+
+    gpu = copy.deepcopy(model).to("cuda")
+    tok = ByteTokenizer()
+
+    def ref(prompt, n):
+        ids = torch.tensor([tok(prompt)["input_ids"]], device="cuda")
+        with torch.inference_mode():
+            out = gpu.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=n,
+                do_sample=False,
+                pad_token_id=0,
+                eos_token_id=[2],
+            )
+        return out[0, ids.shape[1] :].tolist()
+
+    want = [ref(p, 12 + 3 * i) for i, p in enumerate(PROMPTS)]
+    from batching import BatchEngine
+
+    eng = BatchEngine(
+        gpu,
+        tok,
+        torch.device("cuda"),
+        LIMITS,
+        max_batch=8,
+        kv_tokens=8 * 256,
+        prefill_tokens=256,
+        eos_ids=[2],
+        pad_id=0,
+    )
+    try:
+        assert eng.use_graphs
+        for _ in range(2):  # the second round replays the graphs the first one captured
+            sinks = []
+            for i, p in enumerate(PROMPTS):
+                sinks.append(Collect())
+                eng.submit(GenerationRequest(prompt=p, max_tokens=12 + 3 * i, stream=(i % 2 == 0)), sinks[-1])
+                time.sleep(0.01 * (i % 3))
+            for sink in sinks:
+                assert sink.done.wait(60)
+            for i, sink in enumerate(sinks):
+                assert not sink.errors and sink.ids == want[i], f"request {i}"
+        assert eng.use_graphs and eng.graphs
+        s1, s2 = Collect(), Collect()
+        for sink in (s1, s2):
+            eng.submit(GenerationRequest(prompt="hello", max_tokens=20, temperature=1.0, top_k=50, seed=7), sink)
+        assert s1.done.wait(60) and s2.done.wait(60)
+        assert s1.ids == s2.ids
+    finally:
+        eng.stop()

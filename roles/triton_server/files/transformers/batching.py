@@ -1,24 +1,32 @@
 """In-flight batching for the triton-fleet ``transformers`` runtime (torch + transformers, no Triton).
 
-One scheduler thread owns the model. Each iteration it
+One scheduler thread owns the model and a preallocated KV cache of ``slots`` rows, each
+``max_seq_len`` tokens long (the profile's KV budget: ``kv_tokens // max_seq_len`` rows, at most
+``max_batch``). Each iteration it
 
-1. admits waiting requests that fit (rows <= ``max_batch``, projected KV tokens <= ``kv_tokens``) and
-   prefills them together (left-padded, at most ``prefill_tokens`` prompt tokens per prefill, at
-   least one request), their first token sampled from that prefill;
-2. merges their KV cache into the running batch (left padding to a common length, per-row
-   ``attention_mask`` and ``position_ids``: what ``generate`` does for a left-padded batch);
-3. runs one decode step for every row, samples each row with its own settings, and hands the new
-   token to that row's :class:`Sequence`, which applies its stop conditions (EOS, ``max_tokens``,
-   stop words) and streams text;
-4. drops finished and cancelled rows from the batch (and the padding columns nobody needs any more).
+1. admits waiting requests into free slots and prefills them together (left-padded, at most
+   ``prefill_tokens`` prompt tokens per prefill, at least one request), writing their K/V into their
+   slots; their first token is sampled from that prefill;
+2. runs one decode step over every occupied slot: each row writes its new K/V at its own position
+   and attends to its own columns only (a per-row 4D mask), samples with its own settings, and hands
+   the token to its :class:`Sequence`, which applies its stop conditions (EOS, ``max_tokens``, stop
+   words) and streams text;
+3. frees the slots of finished and cancelled rows, moving the last rows into the holes so that the
+   occupied slots stay ``0..n-1`` (the decode reads a plain slice of the cache, no gather).
 
-So a request that arrives while others generate joins at the next step, and leaves as soon as it is
-done. The cache is transformers' own ``DynamicCache``; only its per-layer ``keys``/``values`` tensors
-are re-indexed here (transformers >= 4.56 keeps them in ``cache.layers``).
+So a request that arrives while others generate joins at the next step and leaves as soon as it is
+done, and nothing is allocated per step: the cache is what the planner budgets, allocated once at
+load. On CUDA the decode step has static shapes per (rows rounded up to a bucket, columns rounded up
+to ``SPAN_STEP``), so each such step is captured once as a CUDA graph and replayed: eager
+transformers spends ~50 ms of Python per step launching the kernels of 40 layers, a replay a few
+hundred microseconds (docs/benchmarks.md).
 
-Greedy rows take ``argmax`` of float32 logits, as ``generate`` does, so a request alone gets exactly
-``generate``'s tokens; in a batch the same up to the rounding of batched kernels (exact on the lab's
-fp32 CPU model; tests/unit/test_batching.py checks 8 concurrent requests against ``generate``).
+The cache is duck-typed (``update`` / ``get_seq_length``, what the model's attention layers call) and
+the mask is passed 4D, which transformers 4.57 and 5.x both use as given; so the model is
+transformers' own forward, unchanged. Greedy rows take ``argmax`` of float32 logits, as ``generate``
+does, so a request alone gets ``generate``'s tokens; in a batch the same up to the rounding of batched
+kernels (exact on the lab's fp32 CPU model; tests/unit/test_batching.py checks concurrent requests
+against ``generate``).
 """
 
 import queue
@@ -131,8 +139,116 @@ class Sequence:
             self.sink.fail(message)
 
 
+# Decode rows are rounded up to one of these (then to ``slots``): one CUDA graph per bucket and span.
+ROW_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 96, 128, 192, 256)
+# Columns the decode attends to, rounded up to a multiple of this: attention reads at most this many
+# padding columns per row, and a 2048-token profile needs at most 8 spans per row bucket.
+SPAN_STEP = 256
+
+
+ATTENTION = "triton_fleet_slots"
+
+
+def _install_grouped_decode_attention(model):
+    """Decode attention without copying K/V per query head (sdpa's ``repeat_kv``), for an sdpa model.
+
+    transformers' sdpa path expands K/V to every query head whenever a mask is given: with GQA
+    (Qwen3-14B: 40 query heads, 8 KV heads) that is a transient 5x copy of the attended cache per layer
+    and step, 1 GB at 64 rows x 768 columns, which the planner's budget has no room for. A decode step
+    has one query token, so the query heads of one KV head can be laid out as that head's query rows
+    instead: the same dot products, no copy. Everything else (prefill, other shapes) is sdpa as before.
+    """
+    import torch
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+    from transformers.modeling_utils import AttentionInterface
+
+    def attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):  # noqa: PLR0917 - transformers' attention interface
+        b, heads, q, dim = query.shape
+        kv_heads = key.shape[1]
+        if (
+            q != 1
+            or heads == kv_heads
+            or heads % kv_heads
+            or attention_mask is None
+            or attention_mask.dim() != 4
+            or attention_mask.shape[1] != 1
+            or attention_mask.shape[2] != 1
+        ):
+            return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
+        # query head h reads KV head h // (heads / kv_heads), as repeat_kv lays them out
+        grouped = query.reshape(b, kv_heads, heads // kv_heads, dim)
+        out = torch.nn.functional.scaled_dot_product_attention(
+            grouped, key, value, attn_mask=attention_mask[:, :, :, : key.shape[-2]], dropout_p=0.0, scale=scaling
+        )
+        return out.reshape(b, heads, 1, dim).transpose(1, 2).contiguous(), None
+
+    AttentionInterface.register(ATTENTION, attention)
+    AttentionMaskInterface.register(ATTENTION, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
+    model.config._attn_implementation = ATTENTION
+
+
+class SlotCache:
+    """K/V of ``slots`` rows x ``length`` columns per layer, allocated on the first write.
+
+    The model's attention layers call :meth:`update` with the new keys/values of the batch; the engine
+    says beforehand where they go (``rows``: slot of each batch row, ``cols``: cache column of each new
+    token) and which columns attention reads (``first`` slot, ``span`` columns). Column ``length - 1``
+    is scratch: prefill padding writes there and no mask ever admits it.
+    """
+
+    def __init__(self, torch, slots, length):
+        self.torch = torch
+        self.slots = slots
+        self.length = length
+        self.keys = []
+        self.values = []
+        self.rows = self.cols = None
+        self.first = 0
+        self.span = 0
+        self.seen = 0
+
+    @property
+    def scratch(self):
+        return self.length - 1
+
+    def nbytes(self):
+        return sum(t.numel() * t.element_size() for t in self.keys + self.values)
+
+    def update(self, key_states, value_states, layer_idx, cache_kwargs=None):
+        torch = self.torch
+        if layer_idx == len(self.keys):
+            b, heads, t, dim = key_states.shape
+            shape = (self.slots, self.length, heads, dim)
+            self.keys.append(torch.zeros(shape, dtype=key_states.dtype, device=key_states.device))
+            self.values.append(torch.zeros(shape, dtype=value_states.dtype, device=value_states.device))
+        k, v = self.keys[layer_idx], self.values[layer_idx]
+        heads, dim = k.shape[2], k.shape[3]
+        # [S, L, H, D] viewed as [S*L, H, D]: one index_copy_ per tensor, graph-safe, no host sync.
+        flat = (self.rows[:, None] * self.length + self.cols).reshape(-1)
+        k.view(-1, heads, dim).index_copy_(0, flat, key_states.transpose(1, 2).reshape(-1, heads, dim))
+        v.view(-1, heads, dim).index_copy_(0, flat, value_states.transpose(1, 2).reshape(-1, heads, dim))
+        sl = slice(self.first, self.first + key_states.shape[0])
+        return k[sl, : self.span].transpose(1, 2), v[sl, : self.span].transpose(1, 2)
+
+    def get_seq_length(self, layer_idx=0):
+        return self.seen
+
+    def move(self, src, dst, columns):
+        """Copy slots ``src`` to ``dst`` (lists of the same length), their first ``columns`` columns."""
+        torch = self.torch
+        if not src:
+            return
+        device = self.keys[0].device
+        s = torch.tensor(src, dtype=torch.long, device=device)
+        d = torch.tensor(dst, dtype=torch.long, device=device)
+        for t in self.keys + self.values:
+            view = t[:, :columns]
+            view.index_copy_(0, d, view.index_select(0, s))
+
+
 class BatchEngine:
-    """The scheduler thread and the batched KV cache. ``submit`` is thread-safe."""
+    """The scheduler thread and the slot KV cache. ``submit`` is thread-safe."""
 
     def __init__(
         self,
@@ -149,45 +265,99 @@ class BatchEngine:
         log=None,
         cancel_check_s=0.2,
         stats_every_s=10.0,
+        cuda_graphs=None,
+        buckets=None,
+        grouped_attention=True,
     ):
         import torch
-        from transformers import DynamicCache
 
         self.torch = torch
-        self.DynamicCache = DynamicCache
         self.model = model
         self.tok = tokenizer
         self.device = device
         self.limits = limits
         self.max_batch = max(1, int(max_batch))
-        self.kv_tokens = max(int(kv_tokens), limits.max_seq_len)
+        self.length = limits.max_seq_len + 1  # + the scratch column
+        self.slots = max(1, min(self.max_batch, int(kv_tokens) // limits.max_seq_len))
         self.prefill_tokens = max(1, int(prefill_tokens))
         self.eos_ids = list(eos_ids)
         self.pad_id = int(pad_id)
         self.log = log or (lambda msg: None)
         self.cancel_check_s = cancel_check_s
         self.stats_every_s = stats_every_s
+        cuda = device.type == "cuda"
+        self.use_graphs = cuda if cuda_graphs is None else (bool(cuda_graphs) and cuda)
+        # Padding rows and columns buy static shapes: graphs need them, and eager CUDA gains too, since
+        # cuDNN's attention plans each new shape anew (~1 ms of host time per layer, measured on the
+        # H200: bench/gpu/decode_step.py --profile). The CPU runs exact sizes.
+        self.buckets = cuda if buckets is None else bool(buckets)
+        self.grouped_attention = grouped_attention
+        self._check_model(model)
         self.cond = threading.Condition()
         self.waiting = deque()
-        self.rows = []  # Sequence per batch row
-        self.cache = None
-        self.mask = None  # [B, L] long, 0 = padding
-        self.pos = None  # [B] next position of each row
-        self.last = None  # [B] last sampled token, not yet in the cache
+        self.rows = []  # Sequence per occupied slot, slot i = rows[i]
         self.stopping = False
         self.stats = _Stats()
+        self.kv = SlotCache(torch, self.slots, self.length)
+        import inspect
+
+        # transformers 4.x takes cache_position (unused here beyond the mask, which is given 4D); 5.x
+        # dropped it and asks the cache's get_seq_length instead.
+        self._cache_position = "cache_position" in inspect.signature(model.forward).parameters
+        with torch.inference_mode():
+            self.ids_in = torch.zeros((self.slots, 1), dtype=torch.long, device=device)
+            self.pos_in = torch.zeros((self.slots, 1), dtype=torch.long, device=device)
+            self.slot_ids = torch.arange(self.slots, dtype=torch.long, device=device)
+            self.col_ids = torch.arange(self.length, dtype=torch.long, device=device)
+            self.tokens_out = torch.zeros((self.slots,), dtype=torch.long, device=device)
+            self.graphs = {}
+            self.graph_pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
+            vocab = self._warmup()
+            self.logits_out = torch.zeros((self.slots, vocab), dtype=torch.float32, device=device)
         # Detokenizing and sending (an IPC round trip to the server per response) run on their own
         # thread, in order, while the scheduler runs the next step.
         self.outbox = queue.SimpleQueue()
         self.emitter = threading.Thread(target=self._emit_loop, name="batch-emitter", daemon=True)
         self.emitter.start()
-        import inspect
-
-        # transformers 4.x takes cache_position; where a version drops it, the cache's length (the same
-        # number here: the padded batch length) is used instead.
-        self._cache_position = "cache_position" in inspect.signature(model.forward).parameters
         self.thread = threading.Thread(target=self._loop, name="batch-engine", daemon=True)
         self.thread.start()
+
+    def _check_model(self, model):
+        cfg = model.config
+        kinds = set(getattr(cfg, "layer_types", None) or ["full_attention"])
+        if kinds != {"full_attention"} or getattr(cfg, "use_sliding_window", False):
+            raise RuntimeError(f"the slot KV cache serves full-attention models only (layer types {sorted(kinds)})")
+        impl = getattr(cfg, "_attn_implementation", None) or "eager"
+        if impl not in ("sdpa", "eager", ATTENTION):
+            raise RuntimeError(f"attention implementation {impl!r}: the batch needs sdpa or eager (4D masks)")
+        # sdpa takes a boolean mask (True = attend); eager adds the mask to the scores.
+        self._bool_mask = impl != "eager"
+        if impl == "sdpa" and self.grouped_attention:
+            _install_grouped_decode_attention(model)
+
+    def _warmup(self):
+        """One token through slot 0: allocates the whole cache now, so a budget that does not fit fails at load."""
+        torch = self.torch
+        kv = self.kv
+        kv.rows = self.slot_ids[:1]
+        kv.cols = torch.zeros((1, 1), dtype=torch.long, device=self.device)
+        kv.first, kv.span, kv.seen = 0, 1, 0
+        ids = torch.full((1, 1), self.pad_id, dtype=torch.long, device=self.device)
+        out = self.model(
+            input_ids=ids,
+            attention_mask=self._mask(torch.ones((1, 1, 1, 1), dtype=torch.bool, device=self.device)),
+            position_ids=torch.zeros((1, 1), dtype=torch.long, device=self.device),
+            past_key_values=kv,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.log(
+            f"slot KV cache: {self.slots} rows x {self.length - 1} tokens, {kv.nbytes():,} bytes; "
+            f"CUDA graphs {'on' if self.use_graphs else 'off'}"
+        )
+        return int(out.logits.shape[-1])
 
     # ------------------------------------------------------------------------------------ API
 
@@ -219,6 +389,7 @@ class BatchEngine:
         self.thread.join(timeout=30)
         self.outbox.put(None)
         self.emitter.join(timeout=30)
+        self.graphs.clear()
 
     def _emit_loop(self):
         while True:
@@ -234,19 +405,33 @@ class BatchEngine:
         cuda = self.torch.cuda
         gib = 1024.0**3
         return (
-            f"; GPU memory allocated {cuda.memory_allocated(self.device) / gib:.2f} GiB "
+            f"; {len(self.graphs)} CUDA graphs; GPU memory allocated {cuda.memory_allocated(self.device) / gib:.2f} GiB "
             f"(peak {cuda.max_memory_allocated(self.device) / gib:.2f}), "
             f"reserved {cuda.memory_reserved(self.device) / gib:.2f} GiB "
             f"(peak {cuda.max_memory_reserved(self.device) / gib:.2f})"
         )
 
-    def _cache_pos(self, start, stop):
-        if not self._cache_position:
-            return {}
-        return {"cache_position": self.torch.arange(start, stop, device=self.device)}
-
     def _post(self, fn, *args):
         self.outbox.put((fn, args))
+
+    def _mask(self, allowed):
+        if self._bool_mask:
+            return allowed
+        dtype = self.model.dtype
+        zero = self.torch.zeros((), dtype=dtype, device=self.device)
+        return zero.masked_fill(~allowed, self.torch.finfo(dtype).min)
+
+    def _forward(self, ids, mask, pos, logits_to_keep=1):
+        extra = {"cache_position": pos[0]} if self._cache_position else {}
+        return self.model(
+            input_ids=ids,
+            attention_mask=self._mask(mask),
+            position_ids=pos,
+            past_key_values=self.kv,
+            use_cache=True,
+            logits_to_keep=logits_to_keep,
+            **extra,
+        )
 
     # ------------------------------------------------------------------------------- the loop
 
@@ -272,17 +457,16 @@ class BatchEngine:
                     for seq in group + self.rows:
                         seq.finish = seq.finish or "error"
                         self._post(seq.failed, f"generation failed: {exc}")
-                    self._reset()
+                    self.rows = []
                 self.stats.maybe_log(self.log, self.stats_every_s, len(self.rows), len(self.waiting), self._memory)
         for seq in pending:
             self._post(seq.failed, "the model was unloaded before this request finished")
 
     def _admit(self):
-        """Waiting sequences for this step's prefill (called with the lock held)."""
+        """Waiting sequences for this step's prefill, one free slot each (called with the lock held)."""
         group = []
         tokens = 0
-        cur_len = 0 if self.mask is None else int(self.mask.shape[1])
-        while self.waiting and len(self.rows) + len(group) < self.max_batch:
+        while self.waiting and len(self.rows) + len(group) < self.slots:
             seq = self.waiting[0]
             if seq.sink.cancelled():
                 self.waiting.popleft()
@@ -292,111 +476,74 @@ class BatchEngine:
             plen = len(seq.prompt_ids)
             if group and tokens + plen > self.prefill_tokens:
                 break
-            cand = group + [seq]
-            if (self.rows or group) and self._projected_kv(cand, cur_len) > self.kv_tokens:
-                break
             group.append(self.waiting.popleft())
             tokens += plen
         return group
-
-    def _projected_kv(self, group, cur_len):
-        """KV tokens the padded batch holds at its longest if ``group`` joins now."""
-        glen = max(len(s.prompt_ids) for s in group)
-        length = max(cur_len, glen)
-        rows = self.rows + group
-        grow = max(s.remaining for s in rows)
-        return len(rows) * (length + grow)
 
     # ---------------------------------------------------------------------------- prefill
 
     def _prefill(self, group):
         torch = self.torch
         t0 = time.perf_counter()
+        n, g = len(self.rows), len(group)
         glen = max(len(s.prompt_ids) for s in group)
-        ids = torch.full((len(group), glen), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(group), glen), dtype=torch.long)
+        ids = torch.full((g, glen), self.pad_id, dtype=torch.long)
+        pos = torch.ones((g, glen), dtype=torch.long)
+        cols = torch.full((g, glen), self.kv.scratch, dtype=torch.long)
         for i, s in enumerate(group):
-            n = len(s.prompt_ids)
-            ids[i, glen - n :] = torch.tensor(s.prompt_ids, dtype=torch.long)
-            mask[i, glen - n :] = 1
-        ids, mask = ids.to(self.device), mask.to(self.device)
-        pos = mask.cumsum(-1) - 1
-        pos.masked_fill_(mask == 0, 1)
-        cache = self.DynamicCache()
-        out = self.model(
-            input_ids=ids,
-            attention_mask=mask,
-            position_ids=pos,
-            past_key_values=cache,
-            use_cache=True,
-            **self._cache_pos(0, glen),
-            logits_to_keep=1,
-        )
+            plen = len(s.prompt_ids)
+            ids[i, glen - plen :] = torch.tensor(s.prompt_ids, dtype=torch.long)
+            pos[i, glen - plen :] = torch.arange(plen)
+            cols[i, glen - plen :] = torch.arange(plen)
+        ids, pos, cols = ids.to(self.device), pos.to(self.device), cols.to(self.device)
+        # query token t of row i sees the row's columns up to its own; padding queries see column 0
+        # (a real token of the row), so no query row is empty and nothing turns NaN.
+        real = cols != self.kv.scratch
+        mask = (self.col_ids[None, None, :glen] <= cols[:, :, None]) & real[:, :, None]
+        mask[:, :, 0] = True
+        kv = self.kv
+        kv.rows, kv.cols, kv.first, kv.span, kv.seen = self.slot_ids[n : n + g], cols, n, glen, 0
+        out = self._forward(ids, mask[:, None], pos)
         logits = out.logits[:, -1, :].to(dtype=torch.float32)
         tokens = self._sample(group, logits)
         now = time.monotonic()
-        keep = []
+        self.rows.extend(group)
+        keep = list(range(n))
         for i, s in enumerate(group):
             s.first_token_at = now
             self._post(s.publish, *s.add(tokens[i]))
             if s.finish is None:
-                keep.append(i)
-        self.stats.prefill(time.perf_counter() - t0, len(group), sum(len(s.prompt_ids) for s in group))
-        if not keep:
-            return
-        layers = _layers(out.past_key_values)
-        if len(keep) < len(group):
-            idx = torch.tensor(keep, device=self.device)
-            for layer in layers:
-                layer.keys = layer.keys.index_select(0, idx)
-                layer.values = layer.values.index_select(0, idx)
-            mask = mask.index_select(0, idx)
-        kept = [group[i] for i in keep]
-        last = torch.tensor([s.ids[-1] for s in kept], dtype=torch.long, device=self.device)
-        npos = torch.tensor([len(s.prompt_ids) for s in kept], dtype=torch.long, device=self.device)
-        self._merge(out.past_key_values, mask, kept, last, npos)
-        self._trim()
-
-    def _merge(self, cache, mask, seqs, last, pos):
-        torch = self.torch
-        if self.cache is None:
-            self.cache, self.mask, self.rows, self.last, self.pos = cache, mask, list(seqs), last, pos
-            return
-        cur, new = int(self.mask.shape[1]), int(mask.shape[1])
-        if new < cur:
-            _pad_left(torch, _layers(cache), cur - new)
-            mask = torch.nn.functional.pad(mask, (cur - new, 0))
-        elif new > cur:
-            _pad_left(torch, _layers(self.cache), new - cur)
-            self.mask = torch.nn.functional.pad(self.mask, (new - cur, 0))
-        for mine, theirs in zip(_layers(self.cache), _layers(cache)):  # noqa: B905 - same model, same layers (3.9: no strict=)
-            mine.keys = torch.cat([mine.keys, theirs.keys], dim=0)
-            mine.values = torch.cat([mine.values, theirs.values], dim=0)
-        self.mask = torch.cat([self.mask, mask], dim=0)
-        self.last = torch.cat([self.last, last])
-        self.pos = torch.cat([self.pos, pos])
-        self.rows.extend(seqs)
+                keep.append(n + i)
+        self.stats.prefill(time.perf_counter() - t0, g, sum(len(s.prompt_ids) for s in group))
+        if len(keep) < len(self.rows):
+            self._keep(keep)
 
     # ----------------------------------------------------------------------------- decode
 
     def _decode(self):
         torch = self.torch
         t0 = time.perf_counter()
-        length = int(self.mask.shape[1])
-        self.mask = torch.cat([self.mask, torch.ones((len(self.rows), 1), dtype=torch.long, device=self.device)], 1)
-        out = self.model(
-            input_ids=self.last[:, None],
-            attention_mask=self.mask,
-            position_ids=self.pos[:, None],
-            past_key_values=self.cache,
-            use_cache=True,
-            **self._cache_pos(length, length + 1),
-            logits_to_keep=1,
-        )
-        self.pos = self.pos + 1
-        logits = out.logits[:, -1, :].to(dtype=torch.float32)
+        n = len(self.rows)
+        # the last sampled token of each row goes into the cache at the row's next column
+        pos = [len(s.prompt_ids) + len(s.ids) - 1 for s in self.rows]
+        need = max(pos) + 1
+        if self.buckets:
+            rows = next((b for b in ROW_BUCKETS if b >= n), self.slots)
+            rows = min(max(rows, n), self.slots)
+            span = min(-(-need // SPAN_STEP) * SPAN_STEP, self.length - 1)
+        else:
+            rows, span = n, need
+        pad = rows - n
+        # padding rows: free slots, which write column 0 and attend to it (finite, never read by a real row)
+        self.ids_in[:rows, 0].copy_(torch.tensor([s.ids[-1] for s in self.rows] + [self.pad_id] * pad))
+        self.pos_in[:rows, 0].copy_(torch.tensor(pos + [0] * pad))
+        self._run_step(rows, span)
+        logits = self.logits_out[:n]
         t1 = time.perf_counter()
-        tokens = self._sample(self.rows, logits)
+        if any(s.needs_processing for s in self.rows):
+            tokens = self._sample(self.rows, logits)
+        else:
+            tokens = self.tokens_out[:n].tolist()
         t2 = time.perf_counter()
         now = time.monotonic()
         keep = []
@@ -412,40 +559,68 @@ class BatchEngine:
                     self._post(s.publish, len(s.ids), "cancelled")
             if s.finish is None:
                 keep.append(i)
-        self.last = torch.tensor(tokens, dtype=torch.long, device=self.device)
         t3 = time.perf_counter()
-        self.stats.decode(len(self.rows), t1 - t0, t2 - t1, t3 - t2)
-        if len(keep) < len(self.rows):
+        self.stats.decode(n, t1 - t0, t2 - t1, t3 - t2)
+        if len(keep) < n:
             self._keep(keep)
 
-    def _keep(self, keep):
+    def _step(self, rows, span):
+        """One decode step over slots ``0..rows-1`` reading ``span`` columns, from the static inputs into
+        the static outputs: the same tensors every time, so it can be captured and replayed."""
         torch = self.torch
-        if not keep:
-            self._reset()
+        pos = self.pos_in[:rows]
+        kv = self.kv
+        kv.rows, kv.cols, kv.first, kv.span, kv.seen = self.slot_ids[:rows], pos, 0, span, span - 1
+        mask = self.col_ids[None, None, None, :span] <= pos[:, :, None, None]
+        out = self._forward(self.ids_in[:rows], mask, pos)
+        logits = out.logits[:, -1, :].to(dtype=torch.float32)
+        self.logits_out[:rows].copy_(logits)
+        self.tokens_out[:rows].copy_(logits.argmax(dim=-1))
+
+    def _run_step(self, rows, span):
+        if not self.use_graphs:
+            self._step(rows, span)
             return
-        idx = torch.tensor(keep, device=self.device)
-        for layer in _layers(self.cache):
-            layer.keys = layer.keys.index_select(0, idx)
-            layer.values = layer.values.index_select(0, idx)
-        self.mask = self.mask.index_select(0, idx)
-        self.last = self.last.index_select(0, idx)
-        self.pos = self.pos.index_select(0, idx)
-        self.rows = [self.rows[i] for i in keep]
-        self._trim()
+        graph = self.graphs.get((rows, span))
+        if graph is not None:
+            graph.replay()
+            return
+        torch = self.torch
+        # First time at this shape: the step itself runs eagerly on a side stream (the warm-up that
+        # capture needs), then the same step is captured; capture runs nothing, so the cache is
+        # written once.
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):
+            self._step(rows, span)
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        t0 = time.perf_counter()
+        try:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=self.graph_pool, capture_error_mode="thread_local"):
+                self._step(rows, span)
+        except Exception as exc:  # noqa: BLE001 - eager still works; say why it is slower
+            self.use_graphs = False
+            self.graphs.clear()
+            self.log(f"CUDA graph capture failed, decoding eagerly from now on: {exc!r}")
+            return
+        self.graphs[(rows, span)] = graph
+        self.stats.captured(time.perf_counter() - t0)
 
-    def _trim(self):
-        """Drop leading columns that are padding in every row (the cache shrinks with the batch)."""
-        used = self.mask.sum(0) > 0
-        first = int(used.to(self.torch.int8).argmax()) if bool(used.any()) else 0
-        if first > 0:
-            for layer in _layers(self.cache):
-                layer.keys = layer.keys[:, :, first:, :]
-                layer.values = layer.values[:, :, first:, :]
-            self.mask = self.mask[:, first:]
-
-    def _reset(self):
-        self.cache = self.mask = self.pos = self.last = None
-        self.rows = []
+    def _keep(self, keep):
+        """Free the slots of the rows not in ``keep``; the last rows move into the holes."""
+        rows = [self.rows[i] for i in keep]
+        m = len(rows)
+        kept = set(keep)
+        src = [i for i in keep if i >= m]
+        dst = [i for i in range(m) if i not in kept]
+        if src:
+            columns = max(len(self.rows[i].prompt_ids) + len(self.rows[i].ids) for i in src)
+            self.kv.move(src, dst, min(columns, self.length))
+            order = {i: i for i in keep if i < m}
+            order.update(zip(dst, src))  # noqa: B905 - same length by construction (3.9: no strict=)
+            rows = [self.rows[order[j]] for j in range(m)]
+        self.rows = rows
 
     # ----------------------------------------------------------------------------- sampling
 
@@ -453,11 +628,11 @@ class BatchEngine:
         """One token per row: argmax for plain greedy rows (batched), per-row processing otherwise."""
         if not any(s.needs_processing for s in seqs):
             return logits.argmax(dim=-1).tolist()
-        greedy = logits.argmax(dim=-1)
+        greedy = logits.argmax(dim=-1).tolist()
         out = []
         for i, s in enumerate(seqs):
             if not s.needs_processing:
-                out.append(int(greedy[i]))
+                out.append(greedy[i])
                 continue
             out.append(self._sample_row(s, logits[i : i + 1]))
         return out
@@ -498,19 +673,6 @@ class BatchEngine:
         return int(torch.multinomial(probs, 1, generator=s.generator))
 
 
-def _layers(cache):
-    layers = getattr(cache, "layers", None)
-    if layers is None:
-        raise RuntimeError("this transformers' DynamicCache has no .layers (transformers >= 4.56 is needed)")
-    return layers
-
-
-def _pad_left(torch, layers, n):
-    for layer in layers:
-        layer.keys = torch.nn.functional.pad(layer.keys, (0, 0, n, 0))
-        layer.values = torch.nn.functional.pad(layer.values, (0, 0, n, 0))
-
-
 def _safe(fn, *args):
     try:
         fn(*args)
@@ -530,6 +692,8 @@ class _Stats:
         self.fwd = self.sample = self.emit = 0.0
         self.prefills = self.prefill_seqs = self.prefill_toks = 0
         self.prefill_s = 0.0
+        self.captures = 0
+        self.capture_s = 0.0
 
     def decode(self, rows, fwd, sample, emit):
         self.steps += 1
@@ -544,6 +708,10 @@ class _Stats:
         self.prefill_toks += toks
         self.prefill_s += seconds
 
+    def captured(self, seconds):
+        self.captures += 1
+        self.capture_s += seconds
+
     def maybe_log(self, log, every, rows, waiting, memory=lambda: ""):
         now = time.monotonic()
         if now - self.since < every or not (self.steps or self.prefills):
@@ -555,6 +723,7 @@ class _Stats:
             f"forward {1000 * self.fwd / st:.1f} ms, sample+sync {1000 * self.sample / st:.1f} ms, "
             f"bookkeeping {1000 * self.emit / st:.1f} ms), {self.prefills} prefills ({self.prefill_seqs} seqs, "
             f"{self.prefill_toks} tokens, {self.prefill_s:.2f}s), decode {self.fwd + self.sample + self.emit:.2f}s, "
+            f"{self.captures} graphs captured ({self.capture_s:.2f}s), "
             f"{rows} running, {waiting} waiting{memory()}"
         )
         self.since = now

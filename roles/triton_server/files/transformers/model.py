@@ -22,7 +22,9 @@ says what to install.
 Parameters (config.pbtxt, rendered from the serving profile): model_dir, device, dtype,
 max_input_len, max_output_len, max_seq_len, max_concurrency (rows in the batch); optional
 kv_tokens (KV budget in tokens, default max_concurrency x max_seq_len: the planner's tokens in
-flight) and prefill_tokens (prompt tokens per prefill, default max_seq_len).
+flight; the preallocated cache holds kv_tokens // max_seq_len rows of max_seq_len tokens) and
+prefill_tokens (prompt tokens per prefill, default max_seq_len). TRITON_FLEET_CUDA_GRAPHS=0 in the
+server's environment turns the decode step's CUDA graphs off.
 """
 
 import json
@@ -117,10 +119,6 @@ class TritonPythonModel:
             problem = stub_env.check_stub(stub)
             if problem:
                 raise pb_utils.TritonModelException(problem)
-        # The batch's KV cache grows by one column a step (DynamicCache concatenates), a new size every
-        # time: with fixed segments the caching allocator keeps the outgrown blocks and the process
-        # reserves far more than it uses; expandable segments let it grow and reuse one mapping.
-        os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -180,13 +178,15 @@ class TritonPythonModel:
             eos_ids=eos_ids,
             pad_id=pad_id,
             log=lambda msg: pb_utils.Logger.log_info(f"{name}: {msg}"),
+            # an escape hatch for a torch/driver where capture misbehaves: eager decode, same tokens
+            cuda_graphs=os.environ.get("TRITON_FLEET_CUDA_GRAPHS", "1") != "0",
         )
         import numpy
 
         pb_utils.Logger.log_info(
             f"{name}: loaded {model_dir} on {device} ({dtype}) in {time.monotonic() - started:.1f}s; "
-            f"in-flight batching: {max_batch} rows, KV budget {kv_tokens} tokens, {prefill_tokens} prefill "
-            f"tokens; stub interpreter {sys.executable} (numpy {numpy.__version__})"
+            f"in-flight batching: {self.engine.slots} rows (max_concurrency {max_batch}, KV budget {kv_tokens} "
+            f"tokens), {prefill_tokens} prefill tokens; stub interpreter {sys.executable} (numpy {numpy.__version__})"
         )
 
     def execute(self, requests):
