@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT / "roles" / "triton_server" / "files" / "transformer
 import torch  # noqa: E402
 from batching import BatchEngine, Sequence, Sink  # noqa: E402
 from generation_request import GenerationRequest, Limits  # noqa: E402
+from memory_model import hf_config  # noqa: E402  (bench/gpu/memory_model.py, this directory)
 from transformers import DynamicCache, Qwen3Config, Qwen3ForCausalLM  # noqa: E402
 from triton_fleet import model_catalog  # noqa: E402
 
@@ -55,22 +56,8 @@ def config(a):
             vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, head_dim=16, max_position_embeddings=4096,
         )  # fmt: skip
-    m = model_catalog.get(a.model)
-    return Qwen3Config(
-        vocab_size=m["vocab_size"],
-        hidden_size=m["hidden_size"],
-        intermediate_size=m["intermediate_size"],
-        num_hidden_layers=m["num_layers"],
-        num_attention_heads=m["num_attention_heads"],
-        num_key_value_heads=m["num_kv_heads"],
-        head_dim=m["head_dim"],
-        max_position_embeddings=m["max_position_embeddings"],
-        tie_word_embeddings=m["tie_word_embeddings"],
-        rope_theta=1e6,
-        rms_norm_eps=1e-6,
-        attention_bias=False,
-    )
-
+    # The same catalog-built architecture as the memory benchmark measures.
+    return hf_config(model_catalog.get(a.model))
 
 def sync(device):
     if device.type == "cuda":

@@ -153,7 +153,7 @@ def tiny():
 
 
 def reference(torch, model, tok, prompt, n):
-    ids = torch.tensor([tok(prompt)["input_ids"]])
+    ids = torch.tensor([tok(prompt)["input_ids"]], device=next(model.parameters()).device)
     with torch.inference_mode():
         out = model.generate(
             input_ids=ids,
@@ -360,20 +360,7 @@ def test_cuda_graphs_equal_generate(tiny):
     gpu = copy.deepcopy(model).to("cuda")
     tok = ByteTokenizer()
 
-    def ref(prompt, n):
-        ids = torch.tensor([tok(prompt)["input_ids"]], device="cuda")
-        with torch.inference_mode():
-            out = gpu.generate(
-                input_ids=ids,
-                attention_mask=torch.ones_like(ids),
-                max_new_tokens=n,
-                do_sample=False,
-                pad_token_id=0,
-                eos_token_id=[2],
-            )
-        return out[0, ids.shape[1] :].tolist()
-
-    want = [ref(p, 12 + 3 * i) for i, p in enumerate(PROMPTS)]
+    want = [reference(torch, gpu, tok, p, 12 + 3 * i) for i, p in enumerate(PROMPTS)]
     from batching import BatchEngine
 
     eng = BatchEngine(
