@@ -90,19 +90,22 @@ def check(a):
            and json.loads(scalls[0]["arguments"]) == {"city": "Paris"} and scalls[0]["id"], f"finish={finish} calls={scalls}")
 
     # Server tools: one round and two rounds, whole and streamed; the client sees only the final answer.
-    for marker, want_tools, want_text in (("CASE1", ["get_case"], "The case is open."),
-                                          ("CASE2", ["get_case", "save_summary"], "Summary saved.")):
-        r = c.chat.completions.create(model=MODEL, messages=user(marker), max_tokens=64)
+    for marker, want_tools, want_text, named in (("CASE1", ["get_case"], "The case is open.", []),
+                                                 ("CASE2", ["get_case", "save_summary"], "Summary saved.",
+                                                  ["save_summary"])):
+        extra = {"extra_body": {"server_tools": named}} if named else {}
+        r = c.chat.completions.create(model=MODEL, messages=user(marker), max_tokens=64, **extra)
         ran = [(s["name"], s["status"]) for s in (r.model_extra or {}).get("server_tools", [])]
         expect(f"server_tools_{marker}", r.choices[0].message.content == want_text and not r.choices[0].message.tool_calls
                and ran == [(t, "ok") for t in want_tools], f"content={r.choices[0].message.content!r} ran={ran}")
-        content, scalls, finish, events = streamed(c, messages=user(marker), max_tokens=64)
+        content, scalls, finish, events = streamed(c, messages=user(marker), max_tokens=64, **extra)
         expect(f"server_tools_{marker}_streamed", content == want_text and not scalls and finish == "stop"
                and [e.get("name") for e in events] == want_tools,
                f"content={content!r} finish={finish} events={events}")
 
     # Every failure mode is a tool error the model reads, and a 200 to the client.
-    r = c.chat.completions.create(model=MODEL, messages=user("FAILURES"), max_tokens=128)
+    r = c.chat.completions.create(model=MODEL, messages=user("FAILURES"), max_tokens=128,
+                                  extra_body={"server_tools": ["crm_error", "crm_slow", "crm_big"]})
     ran = {s["name"]: s["status"] for s in (r.model_extra or {}).get("server_tools", [])}
     expect("server_tool_failures_are_answers", r.choices[0].message.content == "Done despite the errors."
            and set(ran) == {"get_case", "crm_error", "crm_slow", "crm_big"} and "ok" not in ran.values(),
