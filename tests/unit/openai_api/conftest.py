@@ -49,6 +49,7 @@ class Served:
     def __init__(self, app):
         import uvicorn
 
+        self.app = app
         self.port = free_port()
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)

@@ -342,3 +342,43 @@ def test_client_disconnect_cancels_the_triton_request(node_factory, served, hf_t
     while node.servicer.inflight and time.monotonic() < deadline:
         time.sleep(0.05)
     assert node.servicer.inflight == 0 and node.servicer.cancelled == 1 and node.servicer.completed == 0
+
+
+def test_drained_node_gets_no_new_request_and_finishes_its_stream(node_factory, served, hf_tokenizer, tmp_path):
+    """A drained node keeps its running stream to the end; new requests go elsewhere, or 503 when none is left."""
+    a = node_factory(make_script(hf_tokenizer, "word " * 40), interval=0.02)
+    b = node_factory(make_script(hf_tokenizer, "from b"))
+    drain = tmp_path / "drained-nodes.json"
+    srv = served([a, b], drain_file=str(drain))
+    c = client(srv)
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}],
+            "extra_body": {"chat_template_kwargs": {"enable_thinking": False}}}
+    # Start a stream, find the node it runs on, drain that one while it streams.
+    stream = c.chat.completions.create(stream=True, **body)
+    first = next(iter(stream))
+    nodes = httpx.get(srv.url + "/internal/nodes").json()["nodes"]
+    busy = [n for n in nodes if n["requests"]]
+    assert len(busy) == 1 and busy[0]["requests"][0]["id"] == "req-1"
+    # Both stand-ins listen on 127.0.0.1: name the node by host:port (a fleet names it by address).
+    drain.write_text(json.dumps({"version": 1, "drained": {busy[0]["url"]: {"host": "n", "since": 1, "reason": "t"}}}))
+    assert srv.app.state.reload_drain() == [busy[0]["url"]]
+    rest = "".join(ch.choices[0].delta.content or "" for ch in stream if ch.choices)
+    assert (first.choices[0].delta.content or "") + rest  # the drained node's stream ran to its end
+    other = b if busy[0]["url"] == a.url else a
+    answers = {c.chat.completions.create(**body).choices[0].message.content for _ in range(4)}
+    assert len(answers) == 1  # only the node still in rotation answers
+    snap = {n["url"]: n for n in httpx.get(srv.url + "/internal/nodes").json()["nodes"]}
+    assert snap[busy[0]["url"]]["drained"] and snap[busy[0]["url"]]["inflight"] == 0
+    assert not snap[other.url]["drained"]
+    # Both drained: a clear 503, not a request to a node being changed.
+    drain.write_text(json.dumps({"version": 1, "drained": {n["url"]: {} for n in nodes}}))
+    srv.app.state.reload_drain()
+    r = post(srv, {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}]})
+    assert r.status_code == 503 and "drained" in r.json()["error"]["message"]
+    # A broken drain file keeps the drain set; removing the file puts every node back.
+    drain.write_text("{")
+    assert srv.app.state.reload_drain() is None
+    assert post(srv, {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}]}).status_code == 503
+    drain.unlink()
+    assert srv.app.state.reload_drain() == []
+    assert post(srv, {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}]}).status_code == 200

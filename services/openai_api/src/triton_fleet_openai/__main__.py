@@ -2,6 +2,7 @@
 
 import argparse
 import logging
+import signal
 
 import uvicorn
 from prometheus_client import start_http_server
@@ -28,6 +29,9 @@ def main(argv=None):
         start_http_server(
             settings.metrics_port, addr=settings.metrics_address, registry=app.state.fleet.metrics.registry
         )
+    # systemctl reload (the rolling playbook's drain step): re-read the drain file. uvicorn handles only
+    # SIGINT/SIGTERM, so this handler stays; it only swaps a set, safe between two bytecodes.
+    signal.signal(signal.SIGHUP, lambda *_: app.state.reload_drain())
     uvicorn.run(
         app,
         host=settings.listen_address,

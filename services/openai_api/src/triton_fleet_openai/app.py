@@ -7,6 +7,7 @@ through the gateway and is refused.
 """
 
 import json
+import logging
 import time
 import uuid
 from typing import Optional
@@ -15,10 +16,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .backend import Pool
+from .backend import Pool, read_drain_file
 from .budgets import Budgets
 from .errors import APIError, error_body, invalid
-from .metrics import Metrics
+from .metrics import Metrics, PoolCollector
 from .parsers import TOOL_OPEN, OutputParser, StopMatcher
 from .schemas import (
     ChatRequest,
@@ -40,6 +41,8 @@ from .server_tools import (
 from .template import ChatTemplate
 from .tokenizer import TokenCounter
 from .tool_loop import ToolLoop, server_tool_chunk
+
+log = logging.getLogger("triton_fleet_openai")
 
 
 class Caller:
@@ -227,6 +230,26 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
             "context_length": model_info.context_length,
             "runtime": model_info.runtime,
         }
+
+    metrics.registry.register(PoolCollector(st.pool))
+
+    def reload_drain():
+        """Re-read the drain file; a broken one keeps the current drain set (never un-drains by accident)."""
+        try:
+            drained = st.pool.set_drained(read_drain_file(settings.drain_file))
+        except ValueError as exc:
+            log.error("%s; keeping the current drain set", exc)
+            return None
+        log.info("drained nodes: %s", ", ".join(drained) or "none")
+        return drained
+
+    app.state.reload_drain = reload_drain
+    reload_drain()
+
+    # Loopback only: NGINX routes /v1/ alone to this service, so no client reaches these.
+    @app.get("/internal/nodes")
+    async def internal_nodes():
+        return {"drain_file": settings.drain_file, "nodes": st.pool.snapshot()}
 
     @app.get("/health")
     async def health():

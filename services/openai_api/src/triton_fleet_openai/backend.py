@@ -9,10 +9,16 @@ Pool semantics are the gateway's (NGINX ``least_conn`` with passive health): the
 fewest requests in flight is picked (round robin among equals); a node whose connection fails is
 skipped for ``fail_timeout`` seconds; a request that failed before its first token is retried on
 the next node; a request already streaming when its node stops fails alone.
+
+Draining (rolling changes): the gateway host keeps a drain file (addresses of serving nodes taken out
+of rotation); :meth:`Pool.set_drained` is called with it at start and on SIGHUP. A drained node gets
+no new request, never even as a last resort, while the requests it already has run to their end;
+:meth:`Pool.snapshot` lists them per node, so a rolling change can wait for them.
 """
 
 import asyncio
 import itertools
+import json
 import time
 from collections.abc import AsyncIterator
 from typing import Optional
@@ -153,7 +159,11 @@ class NodeError(Exception):
 class Node:
     def __init__(self, url: str):
         self.url = url
+        self.address = url.rsplit(":", 1)[0].strip("[]")
         self.inflight = 0
+        self.drained = False
+        # request id -> (monotonic start, wall-clock start) of the requests running on this node
+        self.active: dict[str, tuple[float, float]] = {}
         self.down_until = 0.0
         self.failures = 0
         self.client = None
@@ -191,11 +201,38 @@ class Pool:
         self.connect_timeout = connect_timeout
         self._rr = itertools.count()
 
+    def set_drained(self, addresses) -> list[str]:
+        """Take the nodes at these addresses (or host:port URLs) out of rotation, put every other one back;
+        the drained nodes' URLs."""
+        wanted = set(addresses)
+        for node in self.nodes:
+            node.drained = node.address in wanted or node.url in wanted
+        return [n.url for n in self.nodes if n.drained]
+
+    def snapshot(self) -> list[dict]:
+        """Per node: drained or not, and the requests running on it (for a drain to wait on)."""
+        now = time.monotonic()
+        return [
+            {
+                "url": n.url,
+                "address": n.address,
+                "drained": n.drained,
+                "healthy": n.healthy(now),
+                "inflight": n.inflight,
+                "requests": [
+                    {"id": rid, "running_s": round(now - t0, 3), "started": round(wall, 3)}
+                    for rid, (t0, wall) in sorted(n.active.items(), key=lambda kv: kv[1][0])
+                ],
+            }
+            for n in self.nodes
+        ]
+
     def _order(self) -> list[Node]:
-        """Healthy nodes by fewest in flight, round robin among equals; failed ones last, as a last resort."""
+        """Healthy nodes by fewest in flight, round robin among equals; failed ones last, as a last resort.
+        Drained nodes are never picked."""
         now = time.monotonic()
         start = next(self._rr) % len(self.nodes)
-        rotated = self.nodes[start:] + self.nodes[:start]
+        rotated = [n for n in self.nodes[start:] + self.nodes[:start] if not n.drained]
         healthy = sorted((n for n in rotated if n.healthy(now)), key=lambda n: n.inflight)
         failed = sorted((n for n in rotated if not n.healthy(now)), key=lambda n: n.down_until)
         return healthy + failed
@@ -241,10 +278,14 @@ class Pool:
     async def generate(self, fields: dict, request_id: str = "") -> AsyncIterator[Piece]:
         """Stream pieces from one node; failover to the next while nothing has been produced yet."""
         attempts = self._order()
+        if not attempts:
+            raise APIError(503, "every Triton node is drained (a rolling change is under way)", code="upstream_unavailable")
         last_error = None
         for node in attempts:
             produced = False
             node.inflight += 1
+            key = request_id or f"anonymous-{id(fields)}"
+            node.active[key] = (time.monotonic(), time.time())
             call = None
             try:
                 iface = await self._interface(node)
@@ -277,6 +318,7 @@ class Pool:
                     ) from exc
             finally:
                 node.inflight -= 1
+                node.active.pop(key, None)
                 if call is not None:
                     call.cancel()  # no-op once the stream is complete; frees the slot when the client left
         raise APIError(503, f"no Triton node could take the request: {last_error}", code="upstream_unavailable")
@@ -285,3 +327,25 @@ class Pool:
         for node in self.nodes:
             if node.client is not None:
                 await node.client.close()
+
+
+def read_drain_file(path: str) -> list[str]:
+    """The drained node addresses in the gateway's drain file; none when the file does not exist.
+
+    The file is written by the ``triton_fleet_drain`` Ansible module: ``{"version": 1, "drained":
+    {"<address>": {"host": ..., "since": ..., "reason": ...}}}``. A file that cannot be read raises
+    ValueError (the caller keeps its current drain set: a broken file never un-drains a node).
+    """
+    if not path:
+        return []
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot read the drain file {path}: {exc}") from exc
+    drained = data.get("drained") if isinstance(data, dict) else None
+    if not isinstance(drained, dict):
+        raise ValueError(f"drain file {path} has no 'drained' object")
+    return sorted(drained)

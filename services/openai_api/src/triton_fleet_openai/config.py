@@ -27,6 +27,8 @@ class Settings(BaseModel):
     model: ModelInfo
     tokenizer_dir: str
     triton_nodes: list[str] = Field(min_length=1)
+    # Written by the rolling playbook's drain step; re-read on SIGHUP (systemctl reload).
+    drain_file: str = ""
     fail_timeout_s: float = Field(default=10.0, gt=0)
     connect_timeout_s: float = Field(default=5.0, gt=0)
     default_max_tokens: Optional[int] = Field(default=None, ge=1)

@@ -1,6 +1,7 @@
 """Prometheus metrics of the service: per-tenant tokens, requests by status, latency, in flight."""
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client.core import GaugeMetricFamily
 
 # A *_created gauge per tenant and model doubles the series count for nothing a dashboard reads.
 disable_created_metrics()
@@ -70,3 +71,26 @@ class Metrics:
             ["model"],
             registry=r,
         )
+
+
+class PoolCollector:
+    """Per Triton node: requests in flight through this service and whether the node is drained."""
+
+    def __init__(self, pool):
+        self.pool = pool
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        inflight = GaugeMetricFamily(
+            "triton_fleet_openai_node_in_flight", "Requests this service has running on the node", labels=["node"]
+        )
+        drained = GaugeMetricFamily(
+            "triton_fleet_openai_node_drained", "1 while the node is drained (out of rotation)", labels=["node"]
+        )
+        for node in self.pool.snapshot():
+            inflight.add_metric([node["url"]], node["inflight"])
+            drained.add_metric([node["url"]], 1 if node["drained"] else 0)
+        yield inflight
+        yield drained
