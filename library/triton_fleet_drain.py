@@ -101,7 +101,7 @@ def main():
             before = fh.read()
     try:
         state = parse_state(before, p["path"])
-        new, changed = apply(state, p["address"], p["host"], p["state"] == "drained", time.time(), p["reason"])
+        new, changed = apply(state, p["address"], p["host"], p["state"] == "drained", now=time.time(), reason=p["reason"])
     except DrainError as exc:
         module.fail_json(msg=f"drain file not changed: {exc}")
     after = dump_state(new) if changed else before

@@ -140,7 +140,7 @@ def main():
     try:
         capacities = {node: node_capacity(profile) for node, profile in p["profiles"].items()}
         load = measure(module, p["prometheus_url"], p["query"], p["timeout"])
-        result = plan(capacities, load, p["batch_size"], p["margin"], p["force"], p["roll"])
+        result = plan(capacities, load, p["batch_size"], margin=p["margin"], force=p["force"], roll=p["roll"])
     except RollError as exc:
         module.fail_json(msg=f"the roll does not start, nothing was changed: {exc}")
     module.exit_json(changed=False, capacities=capacities, **result)

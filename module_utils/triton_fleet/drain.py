@@ -41,7 +41,7 @@ def parse_state(text, path="drain file"):
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise DrainError(f"{path} is not JSON ({exc}); fix or remove it (it lists the drained serving nodes)")
+        raise DrainError(f"{path} is not JSON ({exc}); fix or remove it (it lists the drained serving nodes)") from None
     if not isinstance(data, dict) or data.get("version") != DRAIN_VERSION or not isinstance(data.get("drained"), dict):
         raise DrainError(f"{path} is not a version {DRAIN_VERSION} drain file ({{'version': 1, 'drained': {{...}}}})")
     for address, entry in data["drained"].items():
@@ -54,7 +54,7 @@ def dump_state(state):
     return json.dumps(state, indent=2, sort_keys=True) + "\n"
 
 
-def apply(state, address, host, drained, now, reason=""):
+def apply(state, address, host, drained, *, now, reason=""):
     """A new state with ``address`` drained (or back in rotation), and whether anything changed.
 
     Draining a node that is already drained keeps its first 'since' (the drain began then)."""
@@ -160,7 +160,7 @@ def parse_pools(text, path="pools.json"):
     try:
         spec = json.loads(text)
     except ValueError as exc:
-        raise DrainError(f"{path} is not JSON ({exc}); converge the gateway (site.yml --tags gateway)")
+        raise DrainError(f"{path} is not JSON ({exc}); converge the gateway (site.yml --tags gateway)") from None
     if not isinstance(spec, dict) or not isinstance(spec.get("pools"), list) or not isinstance(spec.get("servers"), list):
         raise DrainError(f"{path} has no 'pools' and 'servers' lists; converge the gateway (site.yml --tags gateway)")
     if not spec["servers"]:

@@ -58,7 +58,7 @@ def node_capacity(profile):
     return per_replica * replicas
 
 
-def plan(capacities, measured_load, batch_size, margin=0.8, force=False, roll=None):
+def plan(capacities, measured_load, batch_size, *, margin=0.8, force=False, roll=None):
     """The roll's batches and the reasoning behind their size.
 
     ``capacities``: every serving node -> requests it runs at once. ``roll``: the nodes to change, in

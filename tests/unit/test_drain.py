@@ -36,27 +36,27 @@ SS = """\
 
 
 def test_apply_drain_and_back():
-    state, changed = apply(empty_state(), "10.0.0.11", "node1", True, 1000.0, "roll")
+    state, changed = apply(empty_state(), "10.0.0.11", "node1", True, now=1000.0, reason="roll")
     assert changed and drained_addresses(state) == ["10.0.0.11"]
     assert state["drained"]["10.0.0.11"] == {"host": "node1", "since": 1000, "reason": "roll"}
-    again, changed = apply(state, "10.0.0.11", "node1", True, 2000.0, "roll")
+    again, changed = apply(state, "10.0.0.11", "node1", True, now=2000.0, reason="roll")
     assert not changed and again["drained"]["10.0.0.11"]["since"] == 1000  # the drain began then
-    back, changed = apply(again, "10.0.0.11", "node1", False, 3000.0)
+    back, changed = apply(again, "10.0.0.11", "node1", False, now=3000.0)
     assert changed and drained_addresses(back) == []
-    _, changed = apply(back, "10.0.0.11", "node1", False, 3000.0)
+    _, changed = apply(back, "10.0.0.11", "node1", False, now=3000.0)
     assert not changed
 
 
 def test_apply_leaves_the_input_alone_and_needs_an_address():
-    state, _ = apply(empty_state(), "a", "", True, 1.0)
-    apply(state, "b", "", True, 1.0)
+    state, _ = apply(empty_state(), "a", "", True, now=1.0)
+    apply(state, "b", "", True, now=1.0)
     assert drained_addresses(state) == ["a"]
     with pytest.raises(DrainError, match="address is required"):
-        apply(state, "", "", True, 1.0)
+        apply(state, "", "", True, now=1.0)
 
 
 def test_parse_state_round_trip_and_errors():
-    state, _ = apply(empty_state(), "10.0.0.11", "node1", True, 5.0)
+    state, _ = apply(empty_state(), "10.0.0.11", "node1", True, now=5.0)
     assert parse_state(dump_state(state)) == state
     assert parse_state("") == empty_state()
     with pytest.raises(DrainError, match="not JSON"):
