@@ -27,7 +27,7 @@ options:
     elements: str
     default: []
   order:
-    description: Host order (inventory order); the first host of a group is the default builder.
+    description: Host order (inventory order; the play batch, so a play with serial plans only its batch); the first host of a group is the default builder.
     type: list
     elements: str
     default: []
@@ -45,10 +45,10 @@ author: triton-fleet
 EXAMPLES = r"""
 - name: Plan engine builds
   trtllm_engine_plan:
-    profiles: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, 'triton_fleet_profile'))) }}"
-    states: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, '_engine_state'))) }}"
+    profiles: "{{ dict(ansible_play_batch | zip(ansible_play_batch | map('extract', hostvars, 'triton_fleet_profile'))) }}"
+    states: "{{ dict(ansible_play_batch | zip(ansible_play_batch | map('extract', hostvars, '_engine_state'))) }}"
     builders: "{{ groups['engine_builders'] | default([]) }}"
-    order: "{{ ansible_play_hosts }}"
+    order: "{{ ansible_play_batch }}"
   run_once: true
   delegate_to: localhost
 """
