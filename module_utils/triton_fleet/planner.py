@@ -301,12 +301,13 @@ def _ep_choice(req, m, runtime, tp):
             raise PlanError(f"EP must be a whole number, got {want!r}") from None
         if ep != 1 and not moe:
             raise PlanError(f"ep override {ep}: {m['key']} is dense (no experts); drop the ep override")
+        # Before the TP check: transformers always has TP=1, and this is the reason that helps.
+        if ep > 1 and runtime == "transformers":
+            raise PlanError("the transformers runtime has no expert parallelism; drop the ep override")
         if ep < 1 or tp % ep:
             raise PlanError(f"ep override {ep}: EP must divide TP={tp} (experts are spread over EP of the TP GPUs)")
         if moe and moe["num_experts"] % ep:
             raise PlanError(f"ep override {ep}: EP must divide the {moe['num_experts']} experts")
-        if ep > 1 and runtime == "transformers":
-            raise PlanError("the transformers runtime has no expert parallelism; drop the ep override")
         return ep, "operator override"
     if not moe:
         return 1, None

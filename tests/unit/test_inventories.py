@@ -29,3 +29,21 @@ def test_prod_preflight_fails_before_change_when_the_model_does_not_fit():
     assert r.returncode != 0
     assert "does not fit" in r.stdout
     assert "Write the serving profile" not in r.stdout.split("does not fit", 1)[1]
+
+
+def test_host_keys_are_checked_everywhere_but_where_the_lab_records_its_own():
+    """The project pushes TLS keys and JWT settings: SSH must not accept any host key on any inventory."""
+    import configparser
+    import re
+
+    cfg = configparser.ConfigParser(interpolation=None)
+    cfg.read(ROOT / "ansible.cfg")
+    assert cfg.get("defaults", "host_key_checking", fallback="True").lower() not in ("false", "no", "0")
+    assert "StrictHostKeyChecking=no" not in cfg.get("ssh_connection", "ssh_args", fallback="")
+    for path in (ROOT / "inventories").rglob("*"):
+        if path.is_file():
+            text = path.read_text(errors="replace")
+            assert not re.search(r"StrictHostKeyChecking=(no|off)|host_key_checking\s*[:=]\s*(false|no)", text, re.I), path
+    # The lab checks keys too, against a known_hosts it fills from the containers it starts.
+    lab = (ROOT / "tools" / "lab").read_text()
+    assert "-o UserKnownHostsFile=$ROOT/$KNOWN -o StrictHostKeyChecking=yes" in lab

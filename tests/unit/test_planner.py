@@ -246,3 +246,40 @@ def test_fleet_differing_variables_named():
     hosts = {"n1": host(["gpu_nodes", "gpu_a10"]), "n2": host(["gpu_nodes", "gpu_a10"], context_length=4096)}
     _, _, errors = plan_fleet(hosts, {"gpu_nodes": ["n1", "n2"], "gpu_a10": ["n1", "n2"]})
     assert errors and "context_length" in errors[0] and "n2" in errors[0]
+
+
+def test_qwen3_235b_moe_on_8x_h100_fp8_spreads_experts():
+    p = plan(req(model="qwen3-235b-a22b", gpu_sku="h100-sxm", gpu_count=8, precision="fp8", tp=8))
+    check_contract(p)
+    assert p["runtime"] == "trtllm-llmapi"
+    assert (p["parallel"]["tp"], p["parallel"]["ep"], p["parallel"]["launch_mode"]) == (8, 8, "llmapi-spawn")
+    # ~235e9 parameters at one byte, an eighth per GPU, plus the replicated embeddings/norms: ~28-30 GiB.
+    assert 27 * 2**30 < p["predicted"]["weights_bytes_per_gpu"] < 31 * 2**30
+    why = " ".join(p["reasons"])
+    assert "EP=8: the 128 experts spread over the 8 GPUs" in why
+    assert "replicates each KV head on 2 GPUs" in why
+    assert "without top-k renormalisation" in why
+
+
+def test_qwen3_30b_moe_on_1x_a100_goes_llmapi_bf16():
+    p = plan(req(model="qwen3-30b-a3b", gpu_sku="a100-80gb-sxm", concurrency=4))
+    check_contract(p)
+    assert (p["runtime"], p["precision"]["weights"], p["parallel"]["tp"], p["parallel"]["ep"]) == \
+        ("trtllm-llmapi", "bf16", 1, 1)
+
+
+@pytest.mark.parametrize("kw, words", [
+    ({"gpu_sku": "h100-sxm", "gpu_count": 2, "tp": 2, "ep": 2}, ["qwen3-14b is dense", "drop the ep override"]),
+    ({"model": "qwen3-235b-a22b", "gpu_sku": "h100-sxm", "gpu_count": 8, "tp": 8, "ep": 3, "precision": "fp8"},
+     ["EP must divide TP=8"]),
+    ({"model": "qwen3-30b-a3b", "gpu_sku": "h100-sxm", "runtime": "trtllm-engine"}, ["norm_topk_prob", "trtllm-llmapi"]),
+    ({"model": "qwen3-30b-a3b", "gpu_sku": "h100-sxm", "runtime": "transformers", "ep": 2},
+     ["the transformers runtime has no expert parallelism"]),
+    # 40 heads, 8 KV heads: TP=5 divides the heads but not the KV heads, and is no multiple of them.
+    ({"gpu_sku": "h100-sxm", "gpu_count": 5, "tp": 5}, ["TP=5 neither divides the 8 KV heads nor is a multiple"]),
+])
+def test_moe_and_tp_refusals_say_why(kw, words):
+    with pytest.raises(PlanError) as e:
+        plan(req(**kw))
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))

@@ -105,10 +105,11 @@ def check(a):
 
     # Every failure mode is a tool error the model reads, and a 200 to the client.
     r = c.chat.completions.create(model=MODEL, messages=user("FAILURES"), max_tokens=128,
-                                  extra_body={"server_tools": ["crm_error", "crm_slow", "crm_big"]})
+                                  extra_body={"server_tools": ["crm_error", "crm_slow", "crm_big", "crm_refused"]})
     ran = {s["name"]: s["status"] for s in (r.model_extra or {}).get("server_tools", [])}
     expect("server_tool_failures_are_answers", r.choices[0].message.content == "Done despite the errors."
-           and set(ran) == {"get_case", "crm_error", "crm_slow", "crm_big"} and "ok" not in ran.values(),
+           and set(ran) == {"get_case", "crm_error", "crm_slow", "crm_big", "crm_refused"} and "ok" not in ran.values()
+           and ran["crm_refused"] == "connect_error",
            f"content={r.choices[0].message.content!r} statuses={ran}")
 
     # A subject outside the tools' allowed classes cannot name one.
