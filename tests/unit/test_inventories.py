@@ -47,3 +47,29 @@ def test_host_keys_are_checked_everywhere_but_where_the_lab_records_its_own():
     # The lab checks keys too, against a known_hosts it fills from the containers it starts.
     lab = (ROOT / "tools" / "lab").read_text()
     assert "-o UserKnownHostsFile=$ROOT/$KNOWN -o StrictHostKeyChecking=yes" in lab
+
+
+def test_prod_preflight_prints_where_downloads_come_from_with_the_site_mirrors():
+    import json
+
+    mirrors = {"registries": {"nvcr.io": "harbor.example.internal/nvcr"},
+               "apt": {"cuda": "https://mirror.example.internal/cuda/repos"},
+               "python_index": "https://pypi.example.internal/simple"}
+    r = _playbook("playbooks/preflight.yml", "-i", "inventories/prod", "--check",
+                  "-e", "triton_fleet_preflight_write=false", "-e", "ansible_connection=local",
+                  "-e", json.dumps({"triton_fleet_mirrors": mirrors, "nginx_gateway_openai_api_enabled": True}))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    out = r.stdout
+    assert "harbor.example.internal/nvcr/nvidia/tritonserver:26.07-trtllm-python-py3  [mirror (registries.nvcr.io)]" in out
+    assert "https://mirror.example.internal/cuda/repos  [mirror (apt.cuda)]" in out
+    assert "https://pypi.example.internal/simple  [mirror (python_index)]" in out
+    # gpu_nodes.yml names the artifact server itself: the inventory's variable wins, and says so.
+    assert "[inventory (model_artifacts_http_url)]" in out
+
+
+def test_prod_preflight_refuses_a_malformed_mirror_before_any_change():
+    r = _playbook("playbooks/preflight.yml", "-i", "inventories/prod", "--check",
+                  "-e", "triton_fleet_preflight_write=false", "-e", "ansible_connection=local",
+                  "-e", '{"triton_fleet_mirrors": {"apt": {"nvidia-container-toolkit": "https://m.internal/x"}}}')
+    assert r.returncode != 0
+    assert "did you mean nvidia_container_toolkit?" in r.stdout and "Nothing was changed." in r.stdout
