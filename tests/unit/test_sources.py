@@ -175,3 +175,43 @@ def test_roles_by_group_match_the_playbooks():
             ran.setdefault(play["hosts"], set()).update(names)
     for group, roles in sources.ROLES_BY_GROUP.items():
         assert set(roles) <= ran[group], (group, set(roles) - ran[group])
+
+
+def _host(groups, mirrors=None, profile=None, **variables):
+    return {"groups": groups, "mirrors": mirrors, "profile": profile,
+            "variables": {name: variables.get(name, "") for name in sources.VARIABLES}}
+
+
+def test_module_resolves_every_host_and_shares_table_blocks():
+    import triton_fleet_sources as mod
+
+    hosts = {"a10-01": _host(["gpu_nodes"], SITE, PROFILE), "a10-02": _host(["gpu_nodes"], SITE, PROFILE),
+             "mon-01": _host(["monitoring"], SITE)}
+    error, result = mod.run({"hosts": hosts, "variables_expected": list(sources.VARIABLES)})
+    assert error is None
+    assert result["sources"]["a10-01"]["triton_server_image"].startswith("harbor.example.com/nvcr/")
+    assert result["table"][0] == "=== a10-01, a10-02: where each download comes from"
+    assert any(line.startswith("=== mon-01") for line in result["table"])
+
+
+def test_module_names_the_host_whose_mirrors_are_wrong_and_changes_nothing():
+    import triton_fleet_sources as mod
+
+    hosts = {"a10-01": _host(["gpu_nodes"], {"apt": {"cudaa": "https://m/c"}}, PROFILE), "gw-01": _host(["gateways"])}
+    error, _ = mod.run({"hosts": hosts, "variables_expected": list(sources.VARIABLES)})
+    assert error.startswith("a10-01: triton_fleet_mirrors.apt: unknown key 'cudaa' (did you mean cuda?)")
+    assert error.endswith("Nothing was changed.")
+
+
+def test_module_refuses_a_playbook_that_passes_too_few_variables():
+    import triton_fleet_sources as mod
+
+    error, _ = mod.run({"hosts": {}, "variables_expected": list(sources.VARIABLES)[1:]})
+    assert "wrong variable list" in error and sources.VARIABLES[0] in error
+
+
+def test_preflight_passes_exactly_the_variables_the_resolver_reads():
+    plays = yaml.safe_load((ROOT / "playbooks" / "preflight.yml").read_text())
+    names = next(p["vars"]["triton_fleet_source_variables"] for p in plays if "triton_fleet_source_variables" in
+                 p.get("vars", {}))
+    assert sorted(names) == sorted(sources.VARIABLES)
