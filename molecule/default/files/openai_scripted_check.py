@@ -105,12 +105,17 @@ def check(a):
 
     # Every failure mode is a tool error the model reads, and a 200 to the client.
     r = c.chat.completions.create(model=MODEL, messages=user("FAILURES"), max_tokens=128,
-                                  extra_body={"server_tools": ["crm_error", "crm_slow", "crm_big", "crm_refused"]})
+                                  extra_body={"server_tools": ["crm_error", "crm_slow", "crm_big"]})
     ran = {s["name"]: s["status"] for s in (r.model_extra or {}).get("server_tools", [])}
     expect("server_tool_failures_are_answers", r.choices[0].message.content == "Done despite the errors."
-           and set(ran) == {"get_case", "crm_error", "crm_slow", "crm_big", "crm_refused"} and "ok" not in ran.values()
-           and ran["crm_refused"] == "connect_error",
+           and set(ran) == {"get_case", "crm_error", "crm_slow", "crm_big"} and "ok" not in ran.values(),
            f"content={r.choices[0].message.content!r} statuses={ran}")
+    # An endpoint that refuses the connection is a tool error too.
+    r = c.chat.completions.create(model=MODEL, messages=user("REFUSED"), max_tokens=64,
+                                  extra_body={"server_tools": ["crm_refused"]})
+    ran = [(s["name"], s["status"]) for s in (r.model_extra or {}).get("server_tools", [])]
+    expect("server_tool_refused_connection", r.choices[0].message.content == "The CRM is down."
+           and ("crm_refused", "connect_error") in ran, f"content={r.choices[0].message.content!r} ran={ran}")
 
     # A subject outside the tools' allowed classes cannot name one.
     try:
