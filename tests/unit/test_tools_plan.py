@@ -60,3 +60,12 @@ def test_errors():
     assert r.returncode == 2 and "--gpu" in r.stderr
     r = run("--model", "qwen3-14b", "--gpu", "a10", "--gpus", "0")
     assert r.returncode == 2 and "GPU count is 0" in r.stderr
+
+
+def test_moe_plan_shows_tp_ep_and_why():
+    r = run("--model", "qwen3-235b-a22b", "--gpu", "h100-sxm", "--gpus", "8", "--context", "8192", "--concurrency", "4",
+            "--precision", "fp8", "--tp", "8")
+    assert r.returncode == 0, r.stderr
+    assert "TP 8 x PP 1 x EP 8" in r.stdout and "memory/GPU   weights 28.7" in r.stdout
+    assert "EP=8: the 128 experts spread over the 8 GPUs" in r.stdout
+    assert "KV heads: TP=8 over 4 KV heads replicates each KV head on 2 GPUs" in r.stdout

@@ -12,7 +12,8 @@ nvidia-pytriton 0.7.0 carry only ``numpy.core.multiarray`` and its wheel declare
 The stub embeds its Python isolated (``PYTHONPATH`` is ignored): its packages come from the
 ``python3`` found first on ``PATH`` or from the model's ``EXECUTION_ENV_PATH``. This module runs
 *in that interpreter*: in the model's ``initialize`` (``model.py``: the model refuses to load, so a
-corrupting stub never serves) and as a script before a server starts (lab image build, bench/gpu):
+corrupting stub never serves) and as a script before a server starts (bench/gpu; the lab image pins
+``numpy==1.26.4`` and relies on the load-time check):
 
   python3 stub_env.py --stub /opt/tritonserver/backends/python/triton_python_backend_stub
 
