@@ -2,13 +2,40 @@
 
 import argparse
 import logging
+import os
 import signal
+import socket
 
 import uvicorn
 from prometheus_client import start_http_server
 
 from .app import create_app
 from .config import load
+
+# The first file descriptor systemd passes (sd_listen_fds(3)).
+LISTEN_FDS_START = 3
+
+
+def systemd_socket(host, port, environ=None, fd=LISTEN_FDS_START):
+    """The listening socket systemd passes (socket activation, fd 3), or None when it passed none.
+
+    systemd keeps that socket open while the service restarts: connections wait in its backlog for the
+    new process instead of being refused. It must be the configured loopback address and port (the
+    service trusts the gateway's X-Auth-* headers); anything else stops the start.
+    """
+    env = os.environ if environ is None else environ
+    if env.get("LISTEN_PID") != str(os.getpid()) or env.get("LISTEN_FDS") in (None, "", "0"):
+        return None
+    if env.get("LISTEN_FDS") != "1":
+        raise SystemExit(f"systemd passed {env.get('LISTEN_FDS')} sockets; the service listens on exactly one")
+    sock = socket.socket(fileno=fd)
+    bound = sock.getsockname()[:2]
+    if sock.type != socket.SOCK_STREAM or bound != (host, port):
+        raise SystemExit(
+            f"the socket systemd passed is bound to {bound[0]}:{bound[1]}, the configuration says {host}:{port}: "
+            "fix ListenStream= in triton-fleet-openai-api.socket (the openai_api role writes both)"
+        )
+    return sock
 
 
 def main(argv=None):
@@ -32,7 +59,7 @@ def main(argv=None):
     # systemctl reload (the rolling playbook's drain step): re-read the drain file. uvicorn handles only
     # SIGINT/SIGTERM, so this handler stays; it only swaps a set, safe between two bytecodes.
     signal.signal(signal.SIGHUP, lambda *_: app.state.reload_drain())
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=settings.listen_address,
         port=settings.port,
@@ -40,7 +67,12 @@ def main(argv=None):
         access_log=False,
         proxy_headers=False,
         server_header=False,
+        # Longer than NGINX's idle keepalive to its upstreams (60 s): NGINX, not the service, closes an
+        # idle connection, so it never reuses one the service is closing at that moment.
+        timeout_keep_alive=75,
     )
+    sock = systemd_socket(settings.listen_address, settings.port)
+    uvicorn.Server(config).run(sockets=[sock] if sock else None)
     return 0
 
 
