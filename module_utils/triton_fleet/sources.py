@@ -19,6 +19,8 @@ malformed URLs are errors naming the key and the closest valid one. Pure functio
 import difflib
 import re
 
+from ansible.module_utils.parsing.convert_bool import boolean
+
 # role variable -> upstream default (the roles' defaults/main.yml fall back to these exact values)
 UPSTREAM = {
     "nvidia_driver_cuda_repo_base_url": "https://developer.download.nvidia.com/compute/cuda/repos",
@@ -78,12 +80,9 @@ ROLES_BY_GROUP = {
 
 def _true(value, default):
     """An Ansible boolean as the inventory wrote it; None, "" and "auto" give ``default``."""
-    if value is None or value == "":
+    if value is None or value == "" or (isinstance(value, str) and value.strip().lower() == "auto"):
         return default
-    if isinstance(value, str):
-        v = value.strip().lower()
-        return default if v == "auto" else v in ("1", "true", "yes", "on")
-    return bool(value)
+    return boolean(value, strict=False)
 
 
 def host_roles(groups, settings):
@@ -121,6 +120,20 @@ def _unknown(where, key, valid):
     raise SourcesError(f"triton_fleet_mirrors{where}: unknown key {key!r}{hint}; valid keys: {', '.join(valid)}")
 
 
+def _known_keys(where, mapping, valid):
+    for key in mapping:
+        if key not in valid:
+            _unknown(where, key, valid)
+
+
+def _section(mirrors, key, what):
+    """One part of triton_fleet_mirrors, which must be a mapping when given."""
+    value = mirrors.get(key) or {}
+    if not isinstance(value, dict):
+        raise SourcesError(f"triton_fleet_mirrors.{key} must {what}")
+    return value
+
+
 def _url(where, value, *, file_ok=True):
     if not isinstance(value, str) or not _URL_RE.match(value) or (not file_ok and value.startswith("file:")):
         kinds = "an http(s):// or file:/ URL" if file_ok else "an http(s):// URL"
@@ -137,12 +150,15 @@ def split_image(ref):
 
 
 def mirror_image(ref, registries):
-    """The reference pulled through a registry mirror (tag and digest kept), or ``ref`` when none applies."""
+    """The reference pulled through a registry mirror (tag and digest kept), or ``ref`` when none applies.
+
+    ``registries`` as ``validate`` returns them (prefixes without a trailing slash).
+    """
     if not ref:
         return ref
     registry, rest = split_image(ref)
     prefix = registries.get(registry)
-    return f"{prefix.rstrip('/')}/{rest}" if prefix else ref
+    return f"{prefix}/{rest}" if prefix else ref
 
 
 def validate(mirrors):
@@ -151,13 +167,9 @@ def validate(mirrors):
         mirrors = {}
     if not isinstance(mirrors, dict):
         raise SourcesError(f"triton_fleet_mirrors must be a mapping, got {type(mirrors).__name__}")
-    for key in mirrors:
-        if key not in TOP_KEYS:
-            _unknown("", key, TOP_KEYS)
+    _known_keys("", mirrors, TOP_KEYS)
     out = {"registries": {}, "images": {}, "apt": {}, "python_index": "", "model": {}}
-    registries = mirrors.get("registries") or {}
-    if not isinstance(registries, dict):
-        raise SourcesError("triton_fleet_mirrors.registries must map a registry host (nvcr.io) to a mirror prefix")
+    registries = _section(mirrors, "registries", "map a registry host (nvcr.io) to a mirror prefix")
     for host, prefix in registries.items():
         if not _REGISTRY_RE.match(str(host)):
             raise SourcesError(f"triton_fleet_mirrors.registries: {host!r} is not a registry host (e.g. nvcr.io)")
@@ -167,25 +179,19 @@ def validate(mirrors):
                 "(host[:port][/path], no scheme, e.g. harbor.example.com/nvcr)"
             )
         out["registries"][str(host)] = prefix.rstrip("/")
-    images = mirrors.get("images") or {}
-    if not isinstance(images, dict):
-        raise SourcesError("triton_fleet_mirrors.images must map an image name to a full reference")
+    images = _section(mirrors, "images", "map an image name to a full reference")
     for name, ref in images.items():
         if name not in IMAGES:
             _unknown(".images", name, IMAGES)
         if not isinstance(ref, str) or not ref or any(c.isspace() for c in ref) or "://" in ref:
             raise SourcesError(f"triton_fleet_mirrors.images.{name}: {ref!r} is not an image reference (no scheme)")
         out["images"][name] = ref
-    apt = mirrors.get("apt") or {}
-    if not isinstance(apt, dict):
-        raise SourcesError("triton_fleet_mirrors.apt must map a repository name to its mirror URL")
+    apt = _section(mirrors, "apt", "map a repository name to its mirror URL")
     for name, value in apt.items():
         if name not in APT:
             _unknown(".apt", name, APT)
         spec = value if isinstance(value, dict) else {"url": value}
-        for k in spec:
-            if k not in ("url", "key_url"):
-                _unknown(f".apt.{name}", k, ("url", "key_url"))
+        _known_keys(f".apt.{name}", spec, ("url", "key_url"))
         url = _url(f".apt.{name}.url" if isinstance(value, dict) else f".apt.{name}", spec.get("url"))
         key = spec.get("key_url")
         if key is not None:
@@ -199,12 +205,8 @@ def validate(mirrors):
     index = mirrors.get("python_index") or ""
     if index:
         out["python_index"] = _url(".python_index", index)
-    model = mirrors.get("model") or {}
-    if not isinstance(model, dict):
-        raise SourcesError("triton_fleet_mirrors.model must be a mapping {type, url, path}")
-    for k in model:
-        if k not in ("type", "url", "path"):
-            _unknown(".model", k, ("type", "url", "path"))
+    model = _section(mirrors, "model", "be a mapping {type, url, path}")
+    _known_keys(".model", model, ("type", "url", "path"))
     if model:
         mtype = model.get("type")
         if mtype not in MODEL_TYPES:
