@@ -112,34 +112,55 @@ def verify(root, manifest, *, full=True):
     return problems
 
 
-def _has(manifest, kind, **meta):
+def _find(manifest, kind, **meta):
     for item in manifest.get("items", []):
         if item["kind"] == kind and all((item.get("meta") or {}).get(k) == v for k, v in meta.items()):
-            return True
-    return False
+            return item
+    return None
+
+
+def _has(manifest, kind, **meta):
+    return _find(manifest, kind, **meta) is not None
+
+
+def host_os(need):
+    """(distribution key, deb architecture) of a need's ``os`` facts, (None, None) when it has none."""
+    osf = need.get("os") or {}
+    if not osf.get("distribution"):
+        return None, None
+    return distribution_key(osf["distribution"], osf.get("version"), osf.get("major")), osf.get("machine")
+
+
+def wheel_tag(wheel):
+    return f"cp{str(wheel['python']).replace('.', '')}-{wheel['arch']}"
 
 
 def check(manifest, needs):
     """What the fleet needs that the bundle lacks, one message per missing part with the hosts that need it.
 
-    ``needs``: host -> {distribution: "debian-12", arch: "amd64", images: [refs], models: ["key@revision"],
-    wheels: ["cp311-x86_64"]} (keys optional).
+    ``needs``: host -> need as ``plan`` takes it.
     """
     missing = {}
     for host in sorted(needs):
         need = needs[host] or {}
-        dist, arch = need.get("distribution"), need.get("arch")
-        if dist and not _has(manifest, "apt", distribution=dist, arch=arch):
-            missing.setdefault(f"OS packages for {dist} {arch}", []).append(host)
-        for ref in need.get("images") or []:
-            if not _has(manifest, "image", ref=ref):
-                missing.setdefault(f"image {ref}", []).append(host)
+        dist, machine = host_os(need)
+        if dist and (need.get("packages") or need.get("repos")):
+            arch = _ARCH.get(machine, machine)
+            if not _has(manifest, "apt", distribution=dist, arch=arch):
+                missing.setdefault(f"OS packages for {dist} {arch}", []).append(host)
+            else:
+                have = set(_find(manifest, "apt", distribution=dist, arch=arch)["meta"].get("packages") or [])
+                for pkg in sorted(set(need.get("packages") or []) - have):
+                    missing.setdefault(f"package {pkg} for {dist} {arch}", []).append(host)
+        for image in need.get("images") or []:
+            if not _has(manifest, "image", ref=image["ref"]):
+                missing.setdefault(f"image {image['ref']}", []).append(host)
         for model in need.get("models") or []:
-            if not _has(manifest, "model", name=model):
-                missing.setdefault(f"checkpoint {model}", []).append(host)
-        for tag in need.get("wheels") or []:
-            if not _has(manifest, "wheels", tag=tag):
-                missing.setdefault(f"wheels for {tag}", []).append(host)
+            if not _has(manifest, "model", name=model["name"]):
+                missing.setdefault(f"checkpoint {model['name']}", []).append(host)
+        for wheel in need.get("wheels") or []:
+            if not _has(manifest, "wheels", tag=wheel_tag(wheel)):
+                missing.setdefault(f"wheels for {wheel_tag(wheel)}", []).append(host)
     return [f"the bundle has no {what} (needed by {', '.join(hosts)})" for what, hosts in missing.items()]
 
 
@@ -153,3 +174,167 @@ def size_report(manifest):
 
 def _mib(n):
     return f"{n / 1048576:.1f} MiB"
+
+
+# Distributions whose packages the bundle carries (an apt repository); others are named, not guessed.
+APT_FAMILIES = ("debian", "ubuntu")
+_ARCH = {"x86_64": "amd64", "aarch64": "arm64", "amd64": "amd64", "arm64": "arm64"}
+
+
+def distribution_key(distribution, version, major):
+    """debian-12, ubuntu-22.04: Ubuntu's releases are named by version, Debian's by major version."""
+    name = str(distribution).strip().lower()
+    return f"{name}-{version if name == 'ubuntu' else major}"
+
+
+def deb_arch(machine):
+    if machine not in _ARCH:
+        raise BundleError(f"architecture {machine!r}: the bundle knows {', '.join(sorted(set(_ARCH)))}")
+    return _ARCH[machine]
+
+
+def safe_name(ref):
+    """A file name for an image reference (registry/path:tag@digest -> registry_path_tag)."""
+    base = ref.split("@", 1)[0]
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in base).strip("_.")
+
+
+def fingerprint(value):
+    """A stable digest of a JSON-like value: a bundle item is rebuilt only when its inputs change."""
+    import json
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
+def _previous_item(manifest, path):
+    for item in (manifest or {}).get("items", []):
+        if item.get("path") == path:
+            return item
+    return None
+
+
+def _intact(root, manifest, path):
+    """Every file the previous manifest lists under ``path`` is there with its size (a quick check)."""
+    files = [(rel, f) for rel, f in (manifest or {}).get("files", {}).items() if f.get("item") == path]
+    if not files:
+        return False
+    for rel, f in files:
+        full = os.path.join(root, rel)
+        if not os.path.isfile(full) or os.path.getsize(full) != f["size"]:
+            return False
+    return True
+
+
+def plan(root, needs, manifest=None, *, build_images=None, refresh=False):
+    """What to collect for ``needs`` (host -> need, see ``check``), and which items the last build still holds.
+
+    Each need: {distribution, arch, packages: ["nginx", "prometheus=2.42.0+ds-5"], repos: [{name, ...}],
+    images: [{ref, archive}], models: [{name, source}], wheels: [{python, arch}]}.
+    ``build_images``: distribution key -> the container image apt resolves in (its release's own).
+    An item whose inputs (fingerprint) equal the previous build's and whose files are all there is reused:
+    a second run with nothing changed downloads nothing. ``refresh`` re-resolves every item.
+    """
+    build_images = build_images or {}
+    apt, images, models, wheels, errors = {}, {}, {}, {}, []
+    for host in sorted(needs):
+        need = needs[host] or {}
+        dist, machine = host_os(need)
+        if dist and (need.get("packages") or need.get("repos")):
+            if dist.split("-", 1)[0] not in APT_FAMILIES:
+                errors.append(f"{host} runs {dist}: the bundle builds apt repositories only "
+                              f"({', '.join(APT_FAMILIES)}); a {dist} repository is not built yet")
+            else:
+                key = f"{dist}-{deb_arch(machine)}"
+                entry = apt.setdefault(key, {"distribution": dist, "arch": deb_arch(machine),
+                                             "packages": set(), "repos": {}, "hosts": []})
+                entry["packages"].update(need.get("packages") or [])
+                for repo in need.get("repos") or []:
+                    entry["repos"][repo["name"]] = repo
+                entry["hosts"].append(host)
+        for image in need.get("images") or []:
+            entry = images.setdefault(image["ref"], {"ref": image["ref"], "archive": image.get("archive") or "",
+                                                     "hosts": []})
+            entry["hosts"].append(host)
+        for model in need.get("models") or []:
+            entry = models.setdefault(model["name"], dict(model, hosts=[]))
+            entry["hosts"].append(host)
+        for wheel in need.get("wheels") or []:
+            tag = wheel_tag(wheel)
+            entry = wheels.setdefault(tag, {"tag": tag, "python": str(wheel["python"]), "arch": wheel["arch"],
+                                            "hosts": []})
+            entry["hosts"].append(host)
+    if errors:
+        raise BundleError("; ".join(errors))
+
+    def finish(path, entry, inputs):
+        entry["path"] = path
+        entry["fingerprint"] = fingerprint(inputs)
+        before = _previous_item(manifest, path)
+        entry["reuse"] = bool(not refresh and before and (before.get("meta") or {}).get("fingerprint") ==
+                              entry["fingerprint"] and _intact(root, manifest, path))
+        return entry
+
+    out = {"apt": [], "images": [], "models": [], "wheels": []}
+    for key in sorted(apt):
+        e = apt[key]
+        dist = e["distribution"]
+        if dist not in build_images:
+            raise BundleError(f"{', '.join(e['hosts'])} run {dist}: name the container image apt resolves "
+                              f"{dist}'s packages in (triton_fleet_bundle_build_images.{dist})")
+        e["packages"] = sorted(e["packages"])
+        e["repos"] = [e["repos"][n] for n in sorted(e["repos"])]
+        e["build_image"] = build_images[dist]
+        out["apt"].append(finish(f"apt/{key}", e, [e["packages"], e["repos"], e["build_image"]]))
+    for ref in sorted(images):
+        e = images[ref]
+        out["images"].append(finish(f"images/{safe_name(ref)}.tar", e, [ref, e["archive"]]))
+    for name in sorted(models):
+        e = models[name]
+        out["models"].append(finish(f"models/{name}", e, [name, e.get("source")]))
+    for tag in sorted(wheels):
+        out["wheels"].append(finish(f"wheels/{tag}", wheels[tag], [tag]))
+    return out
+
+
+def items_from_plan(planned, image_ids=None):
+    """The manifest's items for what ``plan`` listed and the playbook collected (``image_ids``: ref -> ID)."""
+    image_ids = image_ids or {}
+    items = []
+    for e in planned.get("apt", []):
+        origin = f"{e['distribution']}'s own repositories (resolved in {e['build_image']})"
+        if e["repos"]:
+            origin += " and " + ", ".join(f"{r['name']} ({r['uris']})" for r in e["repos"])
+        items.append({"path": e["path"], "kind": "apt", "purpose": f"OS packages for {e['distribution']} {e['arch']} "
+                      f"({len(e['packages'])} requested, with their dependencies; hosts: {', '.join(e['hosts'])})",
+                      "origin": origin, "meta": {"distribution": e["distribution"], "arch": e["arch"],
+                                                 "packages": e["packages"], "fingerprint": e["fingerprint"]}})
+    for e in planned.get("images", []):
+        items.append({"path": e["path"], "kind": "image", "purpose": f"image {e['ref']} (hosts: {', '.join(e['hosts'])})",
+                      "origin": f"archive {e['archive']}" if e["archive"] else f"registry ({e['ref']})",
+                      "meta": {"ref": e["ref"], "id": image_ids.get(e["ref"], ""), "fingerprint": e["fingerprint"]}})
+    for e in planned.get("models", []):
+        items.append({"path": e["path"], "kind": "model", "purpose": f"checkpoint {e['name']} (hosts: {', '.join(e['hosts'])})",
+                      "origin": e.get("source") or "", "meta": {"name": e["name"], "fingerprint": e["fingerprint"]}})
+    for e in planned.get("wheels", []):
+        items.append({"path": e["path"], "kind": "wheels", "purpose": f"wheelhouse of the OpenAI-compatible service for "
+                      f"Python {e['python']} {e['arch']} (hosts: {', '.join(e['hosts'])})", "origin": "Python index",
+                      "meta": {"tag": e["tag"], "fingerprint": e["fingerprint"]}})
+    if planned.get("apt"):
+        items.append({"path": "keys", "kind": "key", "purpose": "public key of the apt repositories' signed metadata",
+                      "origin": "generated on the controller", "meta": {}})
+    return items
+
+
+def install_paths(manifest, needs):
+    """Host -> where its artefacts are in the bundle: {apt: "apt/debian-12-amd64" or "", images: {ref: path}}.
+
+    Call after ``check`` found nothing missing."""
+    out = {}
+    for host in sorted(needs):
+        need = needs[host] or {}
+        dist, machine = host_os(need)
+        apt = ""
+        if dist and (need.get("packages") or need.get("repos")):
+            apt = _find(manifest, "apt", distribution=dist, arch=_ARCH.get(machine, machine))["path"]
+        images = {i["ref"]: _find(manifest, "image", ref=i["ref"])["path"] for i in need.get("images") or []}
+        out[host] = {"apt": apt, "images": images}
+    return out

@@ -130,3 +130,26 @@ def test_wheelhouse_key_follows_the_package_source(tmp_path):
     (tmp_path / "a.py").write_text("x = 2\n")
     assert tool.source_hash(tmp_path, "req") != first
     assert tool.source_hash(tmp_path, "other") != tool.source_hash(tmp_path, "req")
+
+
+def test_wheelhouse_from_a_bundle_is_found_per_target_and_left_untouched(tmp_path, monkeypatch, capsys):
+    """A bundle's wheels/<tag>-<arch>/ is searched; a complete wheelhouse is only read (no lock file next to it)."""
+    import json
+
+    tool = _wheelhouse_tool()
+    root = GOLDEN.parents[2]
+    req = root / "services" / "openai_api" / "requirements.txt"
+    pkg = root / "services" / "openai_api"
+    key = tool.source_hash(pkg, req.read_text(encoding="utf-8"))
+    done = tmp_path / "cp311-x86_64" / f"cp311-x86_64-{key}"
+    done.mkdir(parents=True)
+    (done / ".complete").write_text("ok\n")
+    (done / "triton_fleet_openai-1.0-py3-none-any.whl").write_text("w")
+    monkeypatch.setattr(tool, "build", lambda *a: pytest.fail("built again"))
+    argv = ["--requirements", str(req), "--package", str(pkg), "--python-version", "3.11", "--arch", "x86_64",
+            "--cache", str(tmp_path)]
+    assert tool.main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out == {"dir": str(done), "requirements": "requirements.txt",
+                   "package_wheel": "triton_fleet_openai-1.0-py3-none-any.whl", "built": False}
+    assert sorted(p.name for p in (tmp_path / "cp311-x86_64").iterdir()) == [done.name]
