@@ -13,7 +13,8 @@ description:
     downloads nothing.
   - C(action=manifest) writes C(bundle-manifest.json) for the directory from the items collected into it
     (sha256 of every file, what it is for, where it came from; hashes of unchanged files are reused) and
-    returns the bundle's size. A file that no item accounts for is an error.
+    returns the bundle's size. Files of an earlier build under the bundle's own directories (C(apt), C(images),
+    C(models), C(wheels), C(keys)) that no item accounts for any more are removed; any other file is an error.
   - C(action=verify) compares the directory with its manifest (missing, resized, changed and added files) and
     C(action=check) compares the manifest with what the fleet needs (a distribution, an image, a checkpoint or
     a wheelhouse missing), each failing with one line per problem, naming the hosts concerned.
@@ -118,6 +119,12 @@ manifest:
   type: dict
   sample: {schema_version: 1, created: "2026-12-04T22:40:00Z", inventory: inventories/lab,
            totals: {bytes: 2021654528, files: 171, by_kind: {apt: 50650112, image: 1879048192}}}
+removed:
+  description: For C(manifest). Files of an earlier build removed (no item accounts for them any more).
+  returned: action is manifest
+  type: list
+  elements: str
+  sample: [images/triton-fleet_tritonserver-lab_0123456789ab.tar]
 hosts:
   description: For C(check). Host name to where its artefacts are in the bundle (the apt repository, each image's archive).
   returned: action is check and nothing is missing
@@ -137,7 +144,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.triton_fleet.bundle import (
-    MANIFEST, BundleError, build, check, install_paths, items_from_plan, plan, size_report, verify)
+    MANIFEST, BundleError, build, check, install_paths, items_from_plan, plan, size_report, stale, verify)
 
 
 def _read(root):
@@ -168,10 +175,15 @@ def run(params, check_mode=False):
                                      refresh=params["refresh"])
         if action == "manifest":
             items = items_from_plan(params["plan"], params["image_ids"])
+            removed = stale(root, items)
+            if removed and check_mode:
+                return None, True, {"removed": removed, "size": [], "manifest": {}}
+            for rel in removed:
+                os.remove(os.path.join(root, rel))
             created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             new = build(root, items, created=created, inventory=params["inventory"] or "",
                         hashes=(previous or {}).get("files"))
-            changed = not _same(previous, new)
+            changed = bool(removed) or not _same(previous, new)
             if changed and not check_mode:
                 tmp = os.path.join(root, f".{MANIFEST}.tmp")
                 with open(tmp, "w", encoding="utf-8") as fh:
@@ -179,7 +191,7 @@ def run(params, check_mode=False):
                     fh.write("\n")
                 os.replace(tmp, os.path.join(root, MANIFEST))
             summary = {k: v for k, v in new.items() if k != "files"}
-            return None, changed, {"size": size_report(new), "manifest": summary}
+            return None, changed, {"size": size_report(new), "manifest": summary, "removed": removed}
         if previous is None:
             return (f"{root} has no {MANIFEST}: it is not a bundle (build one with playbooks/bundle.yml, "
                     "or point triton_fleet_bundle at the directory that holds it)"), False, {}

@@ -338,3 +338,12 @@ def install_paths(manifest, needs):
         images = {i["ref"]: _find(manifest, "image", ref=i["ref"])["path"] for i in need.get("images") or []}
         out[host] = {"apt": apt, "images": images}
     return out
+
+
+MANAGED_DIRS = ("apt", "images", "models", "wheels", "keys")
+
+
+def stale(root, items):
+    """Files under the bundle's own directories that no item accounts for (left by an earlier build: an image
+    or checkpoint the inventory no longer uses). Files anywhere else are not the bundle's to remove."""
+    return [rel for rel in scan(root) if rel.split("/", 1)[0] in MANAGED_DIRS and _owner(rel, items) is None]

@@ -221,6 +221,24 @@ def test_module_writes_the_manifest_once_then_verifies_and_checks(tmp_path):
     assert "lacks what the inventory needs" in err and "wheels for cp311-x86_64 (needed by gw-01)" in err
 
 
+def test_module_removes_what_an_earlier_build_left_and_refuses_strangers(tmp_path):
+    mod = _module()
+    p = bundle.plan(tmp_path, {"node1": dict(NEEDS["node1"], packages=[])}, build_images=BUILD)
+    (tmp_path / "images").mkdir()
+    (tmp_path / p["images"][0]["path"]).write_text("tar")
+    (tmp_path / "images" / "old-image.tar").write_text("older")
+    (tmp_path / "models" / "qwen3-tiny").mkdir(parents=True)
+    (tmp_path / "models" / "qwen3-tiny" / "config.json").write_text("{}")
+    err, changed, out = mod.run(_params(action="manifest", dir=str(tmp_path), plan=p), check_mode=True)
+    assert err is None and changed and out["removed"] == ["images/old-image.tar"]
+    assert (tmp_path / "images" / "old-image.tar").exists()
+    err, changed, out = mod.run(_params(action="manifest", dir=str(tmp_path), plan=p))
+    assert err is None and out["removed"] == ["images/old-image.tar"] and not (tmp_path / "images" / "old-image.tar").exists()
+    (tmp_path / "notes.txt").write_text("mine")
+    err, _, _ = mod.run(_params(action="manifest", dir=str(tmp_path), plan=p))
+    assert "notes.txt: no bundle item accounts for this file" in err and (tmp_path / "notes.txt").exists()
+
+
 def test_module_refuses_a_directory_without_a_manifest(tmp_path):
     err, _, _ = _module().run(_params(action="verify", dir=str(tmp_path)))
     assert "has no bundle-manifest.json: it is not a bundle" in err
