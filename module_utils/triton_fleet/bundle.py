@@ -241,7 +241,9 @@ def plan(root, needs, manifest=None, *, build_images=None, refresh=False):
         if dist and (need.get("packages") or need.get("repos")):
             if dist.split("-", 1)[0] not in APT_FAMILIES:
                 errors.append(f"{host} runs {dist}: the bundle builds apt repositories only "
-                              f"({', '.join(APT_FAMILIES)}); a {dist} repository is not built yet")
+                              f"({', '.join(APT_FAMILIES)}); a {dist} repository is not built. Install these hosts "
+                              "from mirrors (triton_fleet_mirrors, docs/offline.md), or build the bundle with an "
+                              "inventory that leaves them out")
             else:
                 key = f"{dist}-{deb_arch(machine)}"
                 entry = apt.setdefault(key, {"distribution": dist, "arch": deb_arch(machine),

@@ -151,5 +151,32 @@ def test_wheelhouse_from_a_bundle_is_found_per_target_and_left_untouched(tmp_pat
     assert tool.main(argv) == 0
     out = json.loads(capsys.readouterr().out)
     assert out == {"dir": str(done), "requirements": "requirements.txt",
-                   "package_wheel": "triton_fleet_openai-1.0-py3-none-any.whl", "built": False}
+                   "package_wheel": "triton_fleet_openai-1.0-py3-none-any.whl", "built": False, "pruned": []}
     assert sorted(p.name for p in (tmp_path / "cp311-x86_64").iterdir()) == [done.name]
+
+
+def test_wheelhouse_prune_keeps_only_the_current_build(tmp_path, monkeypatch, capsys):
+    """--prune (the bundle's per-target directory): earlier builds and lock files go, the current one stays."""
+    import json
+
+    tool = _wheelhouse_tool()
+    root = GOLDEN.parents[2]
+    req = root / "services" / "openai_api" / "requirements.txt"
+    pkg = root / "services" / "openai_api"
+    key = tool.source_hash(pkg, req.read_text(encoding="utf-8"))
+    target = tmp_path / "cp311-x86_64"
+    done = target / f"cp311-x86_64-{key}"
+    done.mkdir(parents=True)
+    (done / ".complete").write_text("ok\n")
+    (target / "cp311-x86_64-0123456789abcdef").mkdir()
+    (target / "cp311-x86_64-0123456789abcdef" / "old.whl").write_text("w")
+    (target / ".cp311-x86_64-0123456789abcdef.lock").write_text("")
+    monkeypatch.setattr(tool, "build", lambda *a: pytest.fail("built again"))
+    argv = ["--requirements", str(req), "--package", str(pkg), "--python-version", "3.11", "--arch", "x86_64",
+            "--cache", str(target), "--prune"]
+    assert tool.main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["pruned"] == [".cp311-x86_64-0123456789abcdef.lock", "cp311-x86_64-0123456789abcdef"]
+    assert [p.name for p in target.iterdir()] == [done.name]
+    assert tool.main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["pruned"] == []
