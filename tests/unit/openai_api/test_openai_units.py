@@ -180,3 +180,38 @@ def test_wheelhouse_prune_keeps_only_the_current_build(tmp_path, monkeypatch, ca
     assert [p.name for p in target.iterdir()] == [done.name]
     assert tool.main(argv) == 0
     assert json.loads(capsys.readouterr().out)["pruned"] == []
+
+
+@pytest.mark.parametrize("id_type", ["INT32", "INT64"])
+def test_piece_read_from_the_protobuf_equals_the_client_librarys_reading(id_type):
+    """_decode_piece reads raw_output_contents itself; the result is what InferResult.as_numpy gives."""
+    import numpy as np
+    from tritonclient.grpc import InferResult, service_pb2
+    from tritonclient.utils import serialize_byte_tensor
+    from triton_fleet_openai.backend import _decode_piece
+
+    def raw_bytes(arr):
+        serialized = serialize_byte_tensor(arr)
+        return serialized.item() if serialized.dtype == np.object_ else serialized.tobytes()
+
+    def response(outputs):
+        r = service_pb2.ModelInferResponse(model_name="qwen3-tiny")
+        for name, datatype, arr in outputs:
+            out = r.outputs.add(name=name, datatype=datatype)
+            out.shape.extend(arr.shape)
+            raw = raw_bytes(arr) if datatype == "BYTES" else arr.tobytes()
+            r.raw_output_contents.append(raw)
+        return InferResult(r)
+
+    text = np.array(["héllo <tool_call>".encode(), b" world"], dtype=np.object_)
+    ids = np.array([151657, 0, 2**31 - 1], dtype=np.int32 if id_type == "INT32" else np.int64)
+    result = response([("text_output", "BYTES", text), ("output_ids", id_type, ids),
+                       ("finish_reason", "BYTES", np.array([b"length"], dtype=np.object_))])
+    piece = _decode_piece(result)
+    assert piece.text == b"".join(result.as_numpy("text_output").reshape(-1)).decode() == "héllo <tool_call> world"
+    assert piece.ids == [int(i) for i in result.as_numpy("output_ids")] == [151657, 0, 2**31 - 1]
+    assert piece.finish == "length"
+    # An empty finish reason is none; a response without ids has none (the runtime does not return them).
+    empty = _decode_piece(response([("text_output", "BYTES", np.array([b""], dtype=np.object_)),
+                                    ("finish_reason", "BYTES", np.array([b""], dtype=np.object_))]))
+    assert (empty.text, empty.ids, empty.finish) == ("", None, None)

@@ -16,6 +16,7 @@ no new request, never even as a last resort, while the requests it already has r
 :meth:`Pool.snapshot` lists them per node, so a rolling change can wait for them.
 """
 
+import array
 import asyncio
 import itertools
 import json
@@ -128,22 +129,48 @@ class Piece:
         self.finish = finish
 
 
+# Read straight from the response protobuf: InferResult.as_numpy builds numpy (object) arrays per tensor
+# per token, a tenth of the service's CPU per streamed token (py-spy, docs/benchmarks.md).
+_INT_CODES = {"INT32": "i", "INT64": "q", "UINT32": "I", "UINT64": "Q"}
+_PIECE_OUTPUTS = frozenset(("text_output", "output_ids", "finish_reason"))
+
+
+def _bytes_elements(raw: bytes) -> list:
+    """Triton's BYTES tensor encoding: each element a 4-byte little-endian length, then its bytes."""
+    out, off, end = [], 0, len(raw)
+    while off + 4 <= end:
+        n = int.from_bytes(raw[off:off + 4], "little")
+        out.append(raw[off + 4:off + 4 + n])
+        off += 4 + n
+    return out
+
+
 def _decode_piece(result) -> Piece:
-    out = result.as_numpy("text_output")
-    text = (
-        b"".join(x if isinstance(x, bytes) else str(x).encode() for x in out.reshape(-1)).decode(
-            "utf-8", errors="replace"
-        )
-        if out is not None
-        else ""
-    )
-    ids_arr = result.as_numpy("output_ids")
-    ids = [int(i) for i in ids_arr.reshape(-1)] if ids_arr is not None else None
-    fin = result.as_numpy("finish_reason")
-    finish = None
-    if fin is not None and fin.size:
-        v = fin.reshape(-1)[0]
-        finish = (v.decode() if isinstance(v, bytes) else str(v)) or None
+    response = result.get_response()
+    raw_contents = response.raw_output_contents
+    text, ids, finish = "", None, None
+    for i, output in enumerate(response.outputs):
+        name = output.name
+        if name not in _PIECE_OUTPUTS:
+            continue
+        raw = raw_contents[i] if i < len(raw_contents) else None
+        if name == "output_ids":
+            code = _INT_CODES.get(output.datatype)
+            # Triton sends little-endian tensors; the gateway hosts (x86_64, aarch64) are little-endian too.
+            if raw is not None and code:
+                ids = array.array(code, raw).tolist()
+            else:
+                ids = [int(v) for v in result.as_numpy(name).reshape(-1)]
+            continue
+        if raw is not None:
+            values = _bytes_elements(raw)
+        else:
+            # A server that fills typed contents instead of raw ones: the client library's own reader.
+            values = [v if isinstance(v, bytes) else str(v).encode() for v in result.as_numpy(name).reshape(-1)]
+        if name == "text_output":
+            text = b"".join(values).decode("utf-8", errors="replace")
+        elif values:
+            finish = values[0].decode("utf-8", errors="replace") or None
     return Piece(text, ids, finish)
 
 
