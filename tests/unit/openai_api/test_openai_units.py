@@ -186,9 +186,9 @@ def test_wheelhouse_prune_keeps_only_the_current_build(tmp_path, monkeypatch, ca
 def test_piece_read_from_the_protobuf_equals_the_client_librarys_reading(id_type):
     """_decode_piece reads raw_output_contents itself; the result is what InferResult.as_numpy gives."""
     import numpy as np
+    from triton_fleet_openai.backend import _decode_piece
     from tritonclient.grpc import InferResult, service_pb2
     from tritonclient.utils import serialize_byte_tensor
-    from triton_fleet_openai.backend import _decode_piece
 
     def raw_bytes(arr):
         serialized = serialize_byte_tensor(arr)

@@ -38,6 +38,7 @@ from .server_tools import (
     ServerToolEngine,
     ServerToolMetrics,
 )
+from .shared import SharedBudgets
 from .template import ChatTemplate
 from .tokenizer import TokenCounter
 from .tool_loop import ToolLoop, server_tool_chunk
@@ -186,11 +187,17 @@ class State:
         self.budgets = budgets
 
 
-def create_app(settings, *, pool=None, template=None, counter=None, metrics=None, budgets=None) -> FastAPI:
+def create_app(settings, *, pool=None, template=None, counter=None, metrics=None, budgets=None, shared=None) -> FastAPI:
+    """The application of one process. ``shared``: a :class:`shared.SharedNodes` when the service runs several
+    workers (its requests in flight and token budgets are then the workers' together)."""
     model_info = settings.model
     pool = pool or Pool(
         settings.triton_nodes, model_info.entry_model, settings.fail_timeout_s, settings.connect_timeout_s
     )
+    if shared is not None:
+        pool.on_change = shared.publish
+        if budgets is None:
+            budgets = SharedBudgets(shared.dir / "budgets.sqlite", settings.token_budgets)
     template = template or ChatTemplate.from_tokenizer_dir(settings.tokenizer_dir)
     counter = counter or TokenCounter(settings.tokenizer_dir)
     metrics = metrics or Metrics()
@@ -231,7 +238,8 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
             "runtime": model_info.runtime,
         }
 
-    metrics.registry.register(PoolCollector(st.pool))
+    nodes_snapshot = shared.snapshot if shared is not None else st.pool.snapshot
+    metrics.registry.register(PoolCollector(nodes_snapshot))
 
     def reload_drain():
         """Re-read the drain file; a broken one keeps the current drain set (never un-drains by accident)."""
@@ -249,7 +257,7 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
     # Loopback only: NGINX routes /v1/ alone to this service, so no client reaches these.
     @app.get("/internal/nodes")
     async def internal_nodes():
-        return {"drain_file": settings.drain_file, "nodes": st.pool.snapshot()}
+        return {"drain_file": settings.drain_file, "nodes": nodes_snapshot()}
 
     @app.get("/health")
     async def health():

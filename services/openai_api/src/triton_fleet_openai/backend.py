@@ -31,6 +31,7 @@ from tritonclient.grpc import InferInput, model_config_pb2
 from tritonclient.utils import InferenceServerException
 
 from .errors import APIError
+from .shared import merge_snapshots, node_states
 
 LOGICAL = {
     "prompt": ("text_input",),
@@ -227,6 +228,8 @@ class Pool:
         self.fail_timeout = fail_timeout
         self.connect_timeout = connect_timeout
         self._rr = itertools.count()
+        # Called with the pool after each change of its state (shared.SharedNodes.publish, several workers).
+        self.on_change = None
 
     def set_drained(self, addresses) -> list[str]:
         """Take the nodes at these addresses (or host:port URLs) out of rotation, put every other one back;
@@ -234,25 +237,16 @@ class Pool:
         wanted = set(addresses)
         for node in self.nodes:
             node.drained = node.address in wanted or node.url in wanted
+        self._changed()
         return [n.url for n in self.nodes if n.drained]
 
     def snapshot(self) -> list[dict]:
         """Per node: drained or not, and the requests running on it (for a drain to wait on)."""
-        now = time.monotonic()
-        return [
-            {
-                "url": n.url,
-                "address": n.address,
-                "drained": n.drained,
-                "healthy": n.healthy(now),
-                "inflight": n.inflight,
-                "requests": [
-                    {"id": rid, "running_s": round(now - t0, 3), "started": round(wall, 3)}
-                    for rid, (t0, wall) in sorted(n.active.items(), key=lambda kv: kv[1][0])
-                ],
-            }
-            for n in self.nodes
-        ]
+        return merge_snapshots([node_states(self)])
+
+    def _changed(self):
+        if self.on_change is not None:
+            self.on_change(self)
 
     def _order(self) -> list[Node]:
         """Healthy nodes by fewest in flight, round robin among equals; failed ones last, as a last resort.
@@ -267,6 +261,7 @@ class Pool:
     def mark_failed(self, node: Node):
         node.failures += 1
         node.down_until = time.monotonic() + self.fail_timeout
+        self._changed()
 
     async def _interface(self, node: Node) -> Interface:
         if node.client is None:
@@ -313,6 +308,7 @@ class Pool:
             node.inflight += 1
             key = request_id or f"anonymous-{id(fields)}"
             node.active[key] = (time.monotonic(), time.time())
+            self._changed()
             call = None
             try:
                 iface = await self._interface(node)
@@ -346,6 +342,7 @@ class Pool:
             finally:
                 node.inflight -= 1
                 node.active.pop(key, None)
+                self._changed()
                 if call is not None:
                     call.cancel()  # no-op once the stream is complete; frees the slot when the client left
         raise APIError(503, f"no Triton node could take the request: {last_error}", code="upstream_unavailable")

@@ -16,11 +16,16 @@ class Budgets:
         self.clock = clock
         self.spent = collections.defaultdict(collections.deque)  # subject -> deque[(t, tokens)]
 
-    def _trim(self, subject, now):
+    def _entries(self, subject, now) -> list:
+        """(time, tokens) of the subject within the window, oldest first."""
         window = self.spent[subject]
         while window and window[0][0] <= now - self.WINDOW:
             window.popleft()
-        return window
+        return list(window)
+
+    def _add(self, subject, now, tokens):
+        self._entries(subject, now)
+        self.spent[subject].append((now, tokens))
 
     def retry_after(self, subject: str, rate_class: str) -> Optional[int]:
         """Seconds until the subject may send again, or None when it is within its budget."""
@@ -28,7 +33,7 @@ class Budgets:
         if limit is None:
             return None
         now = self.clock()
-        window = self._trim(subject, now)
+        window = self._entries(subject, now)
         total = sum(n for _, n in window)
         if total < limit:
             return None
@@ -41,5 +46,4 @@ class Budgets:
 
     def record(self, subject: str, rate_class: str, tokens: int):
         if rate_class in self.per_class and tokens > 0:
-            now = self.clock()
-            self._trim(subject, now).append((now, tokens))
+            self._add(subject, self.clock(), int(tokens))

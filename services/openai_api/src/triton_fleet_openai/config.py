@@ -34,6 +34,9 @@ class Settings(BaseModel):
     default_max_tokens: Optional[int] = Field(default=None, ge=1)
     token_budgets: dict[str, int] = Field(default_factory=dict)
     owned_by: str = "triton-fleet"
+    # Worker processes on the one listening socket (__main__); their shared state lives in state_dir.
+    workers: int = Field(default=1, ge=1, le=64)
+    state_dir: str = ""
     # Checked by server_tools.ServerToolEngine.from_config when the app is created (and by --check).
     server_tools: dict[str, Any] = Field(default_factory=dict)
 

@@ -52,6 +52,8 @@ class Metrics:
             "Requests being generated",
             ["model"],
             registry=r,
+            # Several workers (multiprocess mode): the sum over the live ones.
+            multiprocess_mode="livesum",
         )
         self.upstream_failures = Counter(
             "triton_fleet_openai_upstream_failures",
@@ -74,10 +76,13 @@ class Metrics:
 
 
 class PoolCollector:
-    """Per Triton node: requests in flight through this service and whether the node is drained."""
+    """Per Triton node: requests in flight through this service and whether the node is drained.
 
-    def __init__(self, pool):
-        self.pool = pool
+    ``snapshot``: a callable returning ``Pool.snapshot()``'s list (one process's pool, or every worker's
+    merged by ``shared.SharedNodes``)."""
+
+    def __init__(self, snapshot):
+        self.snapshot = snapshot
 
     def describe(self):
         return []
@@ -89,7 +94,7 @@ class PoolCollector:
         drained = GaugeMetricFamily(
             "triton_fleet_openai_node_drained", "1 while the node is drained (out of rotation)", labels=["node"]
         )
-        for node in self.pool.snapshot():
+        for node in self.snapshot():
             inflight.add_metric([node["url"]], node["inflight"])
             drained.add_metric([node["url"]], 1 if node["drained"] else 0)
         yield inflight
