@@ -167,7 +167,11 @@ def test_two_workers_serve_share_and_stop_gracefully(standin, tmp_path):
         before = _children(proc.pid)
         victim = min(before)
         os.kill(victim, signal.SIGKILL)
-        after = _until("a new worker", lambda: (lambda c: c if len(c) == 2 and victim not in c else None)(_children(proc.pid)))
+        def replaced():
+            now = _children(proc.pid)
+            return now if len(now) == 2 and victim not in now else None
+
+        after = _until("a new worker", replaced)
         assert after - before and _ok(url + "/health")
 
         # A stop lets a running stream finish, then the supervisor exits 0.
