@@ -132,22 +132,28 @@ def test_wheelhouse_key_follows_the_package_source(tmp_path):
     assert tool.source_hash(tmp_path, "other") != tool.source_hash(tmp_path, "req")
 
 
-def test_wheelhouse_from_a_bundle_is_found_per_target_and_left_untouched(tmp_path, monkeypatch, capsys):
-    """A bundle's wheels/<tag>-<arch>/ is searched; a complete wheelhouse is only read (no lock file next to it)."""
-    import json
-
+def _complete_wheelhouse(target, monkeypatch):
+    """The tool, a complete cp311 wheelhouse of the current sources under target, and the argv that finds it."""
     tool = _wheelhouse_tool()
     root = GOLDEN.parents[2]
     req = root / "services" / "openai_api" / "requirements.txt"
     pkg = root / "services" / "openai_api"
     key = tool.source_hash(pkg, req.read_text(encoding="utf-8"))
-    done = tmp_path / "cp311-x86_64" / f"cp311-x86_64-{key}"
+    done = target / f"cp311-x86_64-{key}"
     done.mkdir(parents=True)
     (done / ".complete").write_text("ok\n")
-    (done / "triton_fleet_openai-1.0-py3-none-any.whl").write_text("w")
     monkeypatch.setattr(tool, "build", lambda *a: pytest.fail("built again"))
-    argv = ["--requirements", str(req), "--package", str(pkg), "--python-version", "3.11", "--arch", "x86_64",
-            "--cache", str(tmp_path)]
+    argv = ["--requirements", str(req), "--package", str(pkg), "--python-version", "3.11", "--arch", "x86_64"]
+    return tool, done, argv
+
+
+def test_wheelhouse_from_a_bundle_is_found_per_target_and_left_untouched(tmp_path, monkeypatch, capsys):
+    """A bundle's wheels/<tag>-<arch>/ is searched; a complete wheelhouse is only read (no lock file next to it)."""
+    import json
+
+    tool, done, argv = _complete_wheelhouse(tmp_path / "cp311-x86_64", monkeypatch)
+    (done / "triton_fleet_openai-1.0-py3-none-any.whl").write_text("w")
+    argv += ["--cache", str(tmp_path)]
     assert tool.main(argv) == 0
     out = json.loads(capsys.readouterr().out)
     assert out == {"dir": str(done), "requirements": "requirements.txt",
@@ -159,21 +165,12 @@ def test_wheelhouse_prune_keeps_only_the_current_build(tmp_path, monkeypatch, ca
     """--prune (the bundle's per-target directory): earlier builds and lock files go, the current one stays."""
     import json
 
-    tool = _wheelhouse_tool()
-    root = GOLDEN.parents[2]
-    req = root / "services" / "openai_api" / "requirements.txt"
-    pkg = root / "services" / "openai_api"
-    key = tool.source_hash(pkg, req.read_text(encoding="utf-8"))
     target = tmp_path / "cp311-x86_64"
-    done = target / f"cp311-x86_64-{key}"
-    done.mkdir(parents=True)
-    (done / ".complete").write_text("ok\n")
+    tool, done, argv = _complete_wheelhouse(target, monkeypatch)
     (target / "cp311-x86_64-0123456789abcdef").mkdir()
     (target / "cp311-x86_64-0123456789abcdef" / "old.whl").write_text("w")
     (target / ".cp311-x86_64-0123456789abcdef.lock").write_text("")
-    monkeypatch.setattr(tool, "build", lambda *a: pytest.fail("built again"))
-    argv = ["--requirements", str(req), "--package", str(pkg), "--python-version", "3.11", "--arch", "x86_64",
-            "--cache", str(target), "--prune"]
+    argv += ["--cache", str(target), "--prune"]
     assert tool.main(argv) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["pruned"] == [".cp311-x86_64-0123456789abcdef.lock", "cp311-x86_64-0123456789abcdef"]
