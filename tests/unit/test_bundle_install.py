@@ -7,7 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from triton_fleet import bundle
+
+# It runs ansible-playbook: the controller's, not a target Python's.
+pytestmark = pytest.mark.controller
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGES = {
