@@ -103,13 +103,13 @@ class Servicer(service_pb2_grpc.GRPCInferenceServiceServicer):
 
 
 class StandinNode:
-    """A stand-in Triton node on 127.0.0.1:<free port>, in its own event loop thread."""
+    """A stand-in Triton node on 127.0.0.1:<port> (a free one by default), in its own event loop thread."""
 
-    def __init__(self, config, script, interval=0.0, with_ids=True):
+    def __init__(self, config, script, interval=0.0, with_ids=True, port=0):
         self.servicer = Servicer(config, script, interval, with_ids)
         self.loop = asyncio.new_event_loop()
         self.server = None
-        self.port = None
+        self.port = port
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
 
     def start(self):
@@ -120,7 +120,7 @@ class StandinNode:
     async def _start(self):
         self.server = grpc.aio.server()
         service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(self.servicer, self.server)
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.port = self.server.add_insecure_port(f"127.0.0.1:{self.port}")
         await self.server.start()
 
     @property

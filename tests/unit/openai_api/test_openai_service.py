@@ -314,6 +314,28 @@ def test_stopped_node_is_skipped(node_factory, served, hf_tokenizer):
     assert health["nodes"] == {a.url: False, b.url: True}
 
 
+def test_a_node_that_comes_back_is_used_within_a_second(config, served, hf_tokenizer, tokenizer_dir):
+    """A node that was down while the service kept trying it (gRPC's reconnect backoff would have grown to
+    several seconds by then) answers within about a second of its start."""
+    first = StandinNode(config, make_script(hf_tokenizer, "back again")).start()
+    port = first.port
+    first.close()
+    srv = served([first])  # the node's address, nothing listening there
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
+    deadline = time.monotonic() + 6
+    while time.monotonic() < deadline:  # every try fails and backs the channel off further
+        assert post(srv, body).status_code == 503
+        time.sleep(0.3)
+    node = StandinNode(config, make_script(hf_tokenizer, "back again"), port=port).start()
+    try:
+        started = time.monotonic()
+        while post(srv, body).status_code != 200:
+            assert time.monotonic() - started < 2.5, "the node was not used within 2.5 s of its start"
+            time.sleep(0.1)
+    finally:
+        node.close()
+
+
 def test_node_stopped_mid_stream_fails_only_its_request(node_factory, served, hf_tokenizer):
     slow = node_factory(make_script(hf_tokenizer, "word " * 60), interval=0.05)
     srv = served([slow])

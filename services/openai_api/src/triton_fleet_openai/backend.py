@@ -27,7 +27,7 @@ from typing import Optional
 import grpc
 import numpy as np
 import tritonclient.grpc.aio as grpcclient
-from tritonclient.grpc import InferInput, model_config_pb2
+from tritonclient.grpc import InferInput, KeepAliveOptions, model_config_pb2
 from tritonclient.utils import InferenceServerException
 
 from .errors import APIError
@@ -180,6 +180,26 @@ async def _one_request(model, inputs, request_id):
     yield {"model_name": model, "inputs": inputs, "request_id": request_id}
 
 
+# tritonclient's own channel options (message sizes, keepalive) plus a short reconnect backoff: gRPC's default
+# grows to 120 s, and while it waits every call to that node fails at once, so a Triton node that came back
+# (a restart, a rolling change) would be skipped by each worker for minutes. The pool decides when a node is
+# tried again (fail_timeout); the channel only has to be ready by then.
+CHANNEL_ARGS = [
+    ("grpc.max_send_message_length", 2**31 - 1),
+    ("grpc.max_receive_message_length", 2**31 - 1),
+    ("grpc.keepalive_time_ms", KeepAliveOptions().keepalive_time_ms),
+    ("grpc.keepalive_timeout_ms", KeepAliveOptions().keepalive_timeout_ms),
+    ("grpc.keepalive_permit_without_calls", KeepAliveOptions().keepalive_permit_without_calls),
+    ("grpc.http2.max_pings_without_data", KeepAliveOptions().http2_max_pings_without_data),
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
+
+
+def _client(url):
+    return grpcclient.InferenceServerClient(url=url, channel_args=CHANNEL_ARGS)
+
+
 class NodeError(Exception):
     """The node could not be reached or broke the stream (as opposed to a refused request)."""
 
@@ -265,7 +285,7 @@ class Pool:
 
     async def _interface(self, node: Node) -> Interface:
         if node.client is None:
-            node.client = grpcclient.InferenceServerClient(url=node.url)
+            node.client = _client(node.url)
         if node.interface is None:
             resp = await node.client.get_model_config(self.model, client_timeout=self.connect_timeout)
             node.interface = Interface.from_config(resp.config)
@@ -291,7 +311,7 @@ class Pool:
         for node in self.nodes:
             try:
                 if node.client is None:
-                    node.client = grpcclient.InferenceServerClient(url=node.url)
+                    node.client = _client(node.url)
                 out[node.url] = bool(await node.client.is_model_ready(self.model, client_timeout=self.connect_timeout))
             except Exception:
                 out[node.url] = False
