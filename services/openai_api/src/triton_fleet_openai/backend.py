@@ -27,7 +27,7 @@ from typing import Optional
 import grpc
 import numpy as np
 import tritonclient.grpc.aio as grpcclient
-from tritonclient.grpc import InferInput, KeepAliveOptions, model_config_pb2
+from tritonclient.grpc import MAX_GRPC_MESSAGE_SIZE, InferInput, KeepAliveOptions, model_config_pb2
 from tritonclient.utils import InferenceServerException
 
 from .errors import APIError
@@ -184,13 +184,14 @@ async def _one_request(model, inputs, request_id):
 # grows to 120 s, and while it waits every call to that node fails at once, so a Triton node that came back
 # (a restart, a rolling change) would be skipped by each worker for minutes. The pool decides when a node is
 # tried again (fail_timeout); the channel only has to be ready by then.
+_KEEPALIVE = KeepAliveOptions()
 CHANNEL_ARGS = [
-    ("grpc.max_send_message_length", 2**31 - 1),
-    ("grpc.max_receive_message_length", 2**31 - 1),
-    ("grpc.keepalive_time_ms", KeepAliveOptions().keepalive_time_ms),
-    ("grpc.keepalive_timeout_ms", KeepAliveOptions().keepalive_timeout_ms),
-    ("grpc.keepalive_permit_without_calls", KeepAliveOptions().keepalive_permit_without_calls),
-    ("grpc.http2.max_pings_without_data", KeepAliveOptions().http2_max_pings_without_data),
+    ("grpc.max_send_message_length", MAX_GRPC_MESSAGE_SIZE),
+    ("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_SIZE),
+    ("grpc.keepalive_time_ms", _KEEPALIVE.keepalive_time_ms),
+    ("grpc.keepalive_timeout_ms", _KEEPALIVE.keepalive_timeout_ms),
+    ("grpc.keepalive_permit_without_calls", _KEEPALIVE.keepalive_permit_without_calls),
+    ("grpc.http2.max_pings_without_data", _KEEPALIVE.http2_max_pings_without_data),
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
 ]
