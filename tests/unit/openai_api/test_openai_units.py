@@ -86,6 +86,20 @@ def test_config_errors_name_the_field(tmp_path):
         load(str(p))
 
 
+def test_one_port_per_worker_clear_of_the_metrics_port(tmp_path):
+    base = {"model": {"served_name": "m", "entry_model": "m", "runtime": "transformers", "context_length": 8,
+                      "max_input_len": 4, "max_output_len": 4}, "tokenizer_dir": "/x", "triton_nodes": ["n:8001"]}
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps({**base, "port": 8090, "workers": 3, "metrics_port": 9108}))
+    assert load(str(p)).ports == [8090, 8091, 8092]
+    p.write_text(json.dumps({**base, "port": 8090, "workers": 4, "metrics_port": 8092}))
+    with pytest.raises(SystemExit, match="metrics_port 8092 is one of the workers' ports 8090-8093"):
+        load(str(p))
+    p.write_text(json.dumps({**base, "port": 65534, "workers": 4, "metrics_port": 0}))
+    with pytest.raises(SystemExit, match="needs ports 65534-65537, past 65535"):
+        load(str(p))
+
+
 def test_numpy_dtypes_cover_the_runtimes():
     for runtime in ("transformers", "trtllm-engine"):
         for model_dir in (GOLDEN / runtime).iterdir():

@@ -9,6 +9,7 @@ metrics and token budgets across workers, a killed worker replaced, and a stop t
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -114,8 +115,20 @@ def _until(what, check, timeout=30.0):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def _free_pair():
+    """Two consecutive free ports (the two workers')."""
+    for _ in range(50):
+        port = free_port()
+        try:
+            with socket.create_server(("127.0.0.1", port + 1)):
+                return port
+        except OSError:
+            continue
+    raise AssertionError("no two consecutive free ports")
+
+
 def test_two_workers_serve_share_and_stop_gracefully(standin, tmp_path):
-    port, metrics_port = free_port(), free_port()
+    port, metrics_port = _free_pair(), free_port()
     drain = tmp_path / "drained-nodes.json"
     cfg = {"listen_address": "127.0.0.1", "port": port, "metrics_address": "127.0.0.1", "metrics_port": metrics_port,
            "model": {"served_name": MODEL, "entry_model": MODEL, "runtime": "transformers", "context_length": 1024,
@@ -128,18 +141,20 @@ def test_two_workers_serve_share_and_stop_gracefully(standin, tmp_path):
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     proc = subprocess.Popen([sys.executable, "-m", "triton_fleet_openai", "--config", str(tmp_path / "cfg.json")],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
+    # Each worker on its own port (NGINX balances over them by requests in flight).
+    url, other = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"
     chat = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
     try:
         _until("two workers", lambda: len(_children(proc.pid)) == 2)
-        _until("the service", lambda: _ok(url + "/health"))
+        _until("the service", lambda: _ok(url + "/health") and _ok(other + "/health"))
 
         # Metrics of both workers in one exposition; a budget spent through either worker is spent.
-        for _ in range(6):
-            assert httpx.post(url + "/v1/chat/completions", json=chat, headers=HEADERS, timeout=10).status_code == 200
+        for i in range(6):
+            assert httpx.post((url, other)[i % 2] + "/v1/chat/completions", json=chat, headers=HEADERS,
+                              timeout=10).status_code == 200
         small = {**HEADERS, "X-Auth-Class": "small"}
-        codes = [httpx.post(url + "/v1/chat/completions", json=chat, headers=small, timeout=10).status_code
-                 for _ in range(4)]
+        codes = [httpx.post((url, other)[i % 2] + "/v1/chat/completions", json=chat, headers=small,
+                            timeout=10).status_code for i in range(4)]
         assert codes == [200, 200, 429, 429], codes  # ~15 prompt + 4 completion tokens each, 20 per minute
         text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).text
         assert ('triton_fleet_openai_requests_total{endpoint="/v1/chat/completions",model="qwen3-tiny",status="200"} 8.0'
@@ -151,19 +166,20 @@ def test_two_workers_serve_share_and_stop_gracefully(standin, tmp_path):
         done = {}
         stream = threading.Thread(target=_stream, args=(url, done, 40))
         stream.start()
-        _until("the stream on the node", lambda: _requests(url) == 1)
+        _until("the stream on the node, seen by the other worker", lambda: _requests(other) == 1)
         drain.write_text(json.dumps({"version": 1, "drained": {standin.url: {"host": "n", "since": 1, "reason": "t"}}}))
         proc.send_signal(signal.SIGHUP)
-        _until("both workers drained", lambda: all(n["drained"] for n in _nodes(url)))
-        assert _requests(url) == 1
-        assert httpx.post(url + "/v1/chat/completions", json=chat, headers=HEADERS, timeout=10).status_code == 503
+        _until("both workers drained", lambda: all(n["drained"] for n in _nodes(url) + _nodes(other)))
+        assert _requests(url) == _requests(other) == 1
+        for u in (url, other):
+            assert httpx.post(u + "/v1/chat/completions", json=chat, headers=HEADERS, timeout=10).status_code == 503
         stream.join(30)
         assert done.get("done") is True, done
         drain.unlink()
         proc.send_signal(signal.SIGHUP)
         _until("both workers undrained", lambda: not any(n["drained"] for n in _nodes(url)))
 
-        # A worker that dies is replaced; the service keeps answering.
+        # A worker that dies is replaced on its own port; the service keeps answering on both.
         before = _children(proc.pid)
         victim = min(before)
         os.kill(victim, signal.SIGKILL)
@@ -172,7 +188,8 @@ def test_two_workers_serve_share_and_stop_gracefully(standin, tmp_path):
             return now if len(now) == 2 and victim not in now else None
 
         after = _until("a new worker", replaced)
-        assert after - before and _ok(url + "/health")
+        assert after - before
+        _until("both ports answering", lambda: _ok(url + "/health") and _ok(other + "/health"))
 
         # A stop lets a running stream finish, then the supervisor exits 0.
         done = {}

@@ -1,11 +1,14 @@
 """``triton-fleet-openai --config /etc/triton-fleet/openai-api.json``: serve the API with uvicorn.
 
 ``workers: 1`` (the default) serves in this process. ``workers: N`` makes this process a supervisor: it takes
-(or binds) the listening socket, forks N workers that accept on it, each with its own event loop and Triton
-connections, and exposes their metrics together (prometheus-client's multiprocess mode). The workers share
-their requests in flight and the token budgets through ``state_dir`` (``shared.py``). SIGHUP (``systemctl
-reload``: the drain file) goes to every worker; SIGTERM stops them gracefully, each finishing its streams; a
-worker that dies is replaced.
+(or binds) one listening socket per worker (``port``, ``port + 1``, ...), forks the N workers, each with its
+own socket, event loop and Triton connections, and exposes their metrics together (prometheus-client's
+multiprocess mode). NGINX balances over the workers' ports by requests in flight (``least_conn``): workers
+sharing one socket take connections unevenly (whichever wakes first takes what is queued), and NGINX's
+keepalive connections then keep that imbalance. The workers share their requests in flight and the token
+budgets through ``state_dir`` (``shared.py``). SIGHUP (``systemctl reload``: the drain file) goes to every
+worker; SIGTERM stops them gracefully, each finishing its streams; a worker that dies is replaced on its
+socket, where connections wait in the backlog meanwhile.
 """
 
 import argparse
@@ -27,26 +30,33 @@ LISTEN_FDS_START = 3
 MAX_RESPAWNS_PER_MINUTE = 10
 
 
-def systemd_socket(host, port, environ=None, fd=LISTEN_FDS_START):
-    """The listening socket systemd passes (socket activation, fd 3), or None when it passed none.
+def systemd_sockets(host, ports, environ=None, first_fd=LISTEN_FDS_START):
+    """The listening sockets systemd passes (socket activation, fds 3...), one per port of ``ports`` and in
+    that order, or None when it passed none.
 
-    systemd keeps that socket open while the service restarts: connections wait in its backlog for the
-    new process instead of being refused. It must be the configured loopback address and port (the
+    systemd keeps them open while the service restarts: connections wait in their backlogs for the new
+    processes instead of being refused. They must be the configured loopback address and ports (the
     service trusts the gateway's X-Auth-* headers); anything else stops the start.
     """
     env = os.environ if environ is None else environ
     if env.get("LISTEN_PID") != str(os.getpid()) or env.get("LISTEN_FDS") in (None, "", "0"):
         return None
-    if env.get("LISTEN_FDS") != "1":
-        raise SystemExit(f"systemd passed {env.get('LISTEN_FDS')} sockets; the service listens on exactly one")
-    sock = socket.socket(fileno=fd)
-    bound = sock.getsockname()[:2]
-    if sock.type != socket.SOCK_STREAM or bound != (host, port):
+    count = int(env["LISTEN_FDS"])
+    wanted = f"{host}:{ports[0]}" + (f"-{ports[-1]}" if len(ports) > 1 else "")
+    fix = "fix ListenStream= in triton-fleet-openai-api.socket (the openai_api role writes both)"
+    if count != len(ports):
         raise SystemExit(
-            f"the socket systemd passed is bound to {bound[0]}:{bound[1]}, the configuration says {host}:{port}: "
-            "fix ListenStream= in triton-fleet-openai-api.socket (the openai_api role writes both)"
+            f"systemd passed {count} socket(s); the configuration has {len(ports)} worker(s), one socket each "
+            f"({wanted}): {fix}"
         )
-    return sock
+    by_port = {}
+    for fd in range(first_fd, first_fd + count):
+        sock = socket.socket(fileno=fd)
+        bound = sock.getsockname()[:2]
+        if sock.type != socket.SOCK_STREAM or bound[0] != host or bound[1] not in ports or bound[1] in by_port:
+            raise SystemExit(f"a socket systemd passed is bound to {bound[0]}:{bound[1]}, the configuration says {wanted}: {fix}")
+        by_port[bound[1]] = sock
+    return [by_port[p] for p in ports]
 
 
 def uvicorn_config(app, settings):
@@ -82,16 +92,17 @@ def serve_one(settings):
     # systemctl reload (the rolling playbook's drain step): re-read the drain file. uvicorn handles only
     # SIGINT/SIGTERM, so this handler stays; it only swaps a set, safe between two bytecodes.
     signal.signal(signal.SIGHUP, lambda *_: app.state.reload_drain())
-    sock = systemd_socket(settings.listen_address, settings.port)
-    uvicorn.Server(uvicorn_config(app, settings)).run(sockets=[sock] if sock else None)
+    socks = systemd_sockets(settings.listen_address, settings.ports)
+    uvicorn.Server(uvicorn_config(app, settings)).run(sockets=socks)
     return 0
 
 
-def listening_socket(settings):
-    sock = systemd_socket(settings.listen_address, settings.port)
-    if sock is None:
-        sock = socket.create_server((settings.listen_address, settings.port), backlog=2048)
-    return sock
+def listening_sockets(settings):
+    """One listening socket per worker: systemd's, or bound here."""
+    socks = systemd_sockets(settings.listen_address, settings.ports)
+    if socks is None:
+        socks = [socket.create_server((settings.listen_address, p), backlog=2048) for p in settings.ports]
+    return socks
 
 
 def prepare_state_dir(settings):
@@ -111,7 +122,7 @@ def prepare_state_dir(settings):
 
 
 def run_worker(settings, state, sock):
-    """In a forked worker: the app on the shared socket until SIGTERM. Never returns."""
+    """In a forked worker: the app on its own socket until SIGTERM. Never returns."""
     code = 1
     try:
         import uvicorn
@@ -156,23 +167,23 @@ def supervise(settings):
 
     if settings.token_budgets:
         SharedBudgets(state / "budgets.sqlite", settings.token_budgets).db.close()  # the table, before any worker
-    sock = listening_socket(settings)
+    socks = listening_sockets(settings)
     if settings.metrics_port:
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry, path=str(state / "metrics"))
         registry.register(PoolCollector(SharedNodes(state).snapshot))
         start_http_server(settings.metrics_port, addr=settings.metrics_address, registry=registry)
 
-    workers: set[int] = set()
+    workers: dict[int, int] = {}  # pid -> index of its socket
     stopping = False
     respawns: list[float] = []
 
-    def spawn():
+    def spawn(index):
         pid = os.fork()
         if pid == 0:
-            run_worker(settings, state, sock)
-        workers.add(pid)
-        log.info("worker %d started (%d of %d)", pid, len(workers), settings.workers)
+            run_worker(settings, state, socks[index])
+        workers[pid] = index
+        log.info("worker %d started on port %d (%d of %d)", pid, settings.ports[index], len(workers), settings.workers)
 
     def forward(signum, _frame):
         nonlocal stopping
@@ -186,8 +197,8 @@ def supervise(settings):
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, forward)
-    for _ in range(settings.workers):
-        spawn()
+    for index in range(settings.workers):
+        spawn(index)
     code = 0
     while workers:
         try:
@@ -196,7 +207,7 @@ def supervise(settings):
             break
         if pid not in workers:
             continue
-        workers.discard(pid)
+        index = workers.pop(pid)
         multiprocess.mark_process_dead(pid, str(state / "metrics"))
         SharedNodes.forget(state, pid)
         if stopping:
@@ -209,7 +220,7 @@ def supervise(settings):
             stopping, code = True, 1
             forward(signal.SIGTERM, None)
             continue
-        spawn()
+        spawn(index)
     if not settings.state_dir:
         shutil.rmtree(state, ignore_errors=True)
     return code

@@ -3,7 +3,7 @@
 import json
 from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 
 class ModelInfo(BaseModel):
@@ -34,11 +34,33 @@ class Settings(BaseModel):
     default_max_tokens: Optional[int] = Field(default=None, ge=1)
     token_budgets: dict[str, int] = Field(default_factory=dict)
     owned_by: str = "triton-fleet"
-    # Worker processes on the one listening socket (__main__); their shared state lives in state_dir.
+    # Worker processes (__main__), each on its own port: port, port + 1, ... (see ``ports``); their shared
+    # state lives in state_dir.
     workers: int = Field(default=1, ge=1, le=64)
     state_dir: str = ""
     # Checked by server_tools.ServerToolEngine.from_config when the app is created (and by --check).
     server_tools: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def ports(self) -> list[int]:
+        """One listening port per worker, from ``port`` up: NGINX balances over them by requests in flight
+        (least_conn), which one socket shared by every worker cannot do."""
+        return [self.port + i for i in range(self.workers)]
+
+    @model_validator(mode="after")
+    def _ports_fit(self):
+        last = self.port + self.workers - 1
+        if last > 65535:
+            raise ValueError(
+                f"port {self.port} with {self.workers} workers needs ports {self.port}-{last}, past 65535: "
+                "lower port or workers"
+            )
+        if self.metrics_port in self.ports:
+            raise ValueError(
+                f"metrics_port {self.metrics_port} is one of the workers' ports {self.port}-{last}: "
+                "give the metrics listener a port outside that range"
+            )
+        return self
 
 
 def load(path: str) -> Settings:

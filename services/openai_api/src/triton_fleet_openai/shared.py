@@ -1,7 +1,7 @@
 """State the worker processes of one service share (``workers`` > 1), kept in its state directory.
 
 One process serves a few thousand streamed tokens per second (docs/benchmarks.md); a gateway host with more
-cores runs several workers on the one listening socket (``__main__``). What must stay whole across them:
+cores runs several workers, each on its own port (``__main__``). What must stay whole across them:
 
 * the requests each Triton node has running, for the rolling playbook's drain wait (``/internal/nodes``,
   answered by whichever worker takes the request): each worker writes its pool's state to

@@ -8,6 +8,7 @@
   gw_checks.py oai_burst BASE CA TOKEN N     N quick /v1/chat/completions calls: statuses + the first 429
   gw_checks.py oai_sse   BASE CA TOKEN       a streamed /v1/chat/completions: when each chunk was sent
                                              (by the stand-in) and received (here)
+  gw_checks.py oai_spread BASE CA TOKEN N    N overlapping /v1 streams: the service worker port of each
   gw_checks.py alternate BASE CA BAD GOOD N  N times a generate call with token BAD, then one with
                                              GOOD, each on a new TLS connection: statuses
 Runs on the controller with the project venv (requests, grpcio, tritonclient).
@@ -144,6 +145,27 @@ def oai_sse(base, ca, token):
     }
 
 
+def oai_spread(base, ca, token, n):
+    """n streams started 0.3 s apart, each open ~2.5 s: the service worker port each one reached."""
+    ports = [None] * int(n)
+
+    def one(i):
+        body = {"model": MODEL, "stream": True, "messages": [{"role": "user", "content": "spread"}]}
+        with requests.post(base + "/v1/chat/completions", json=body, headers={"Authorization": "Bearer " + token},
+                           verify=ca, stream=True, timeout=30) as r:
+            for line in r.iter_lines():
+                if line.startswith(b"data: {"):
+                    ports[i] = ports[i] or json.loads(line[6:]).get("port")
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(int(n))]
+    for t in threads:
+        t.start()
+        time.sleep(0.3)
+    for t in threads:
+        t.join(30)
+    return {"ports": ports}
+
+
 def alternate(base, ca, bad, good, n):
     # A new connection (and TLS handshake) per call: whichever worker verified the bad token
     # makes TLS calls again soon after, and would then find what that verification left behind.
@@ -204,6 +226,8 @@ def main(argv):
         out = oai_burst(*argv[2:])
     elif cmd == "oai_sse" and len(argv) == 5:
         out = oai_sse(*argv[2:])
+    elif cmd == "oai_spread" and len(argv) == 6:
+        out = oai_spread(*argv[2:])
     elif cmd == "alternate" and len(argv) == 7:
         out = alternate(*argv[2:])
     else:

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Stand-in for the OpenAI-compatible service, for the nginx_gateway tests (NOT the service).
 
-The real service (the openai_api role) listens on 127.0.0.1 on each gateway host; this
-stand-in takes its place on the same port so that the gateway's /v1 routing can be tested
-without a model. It echoes what the gateway forwarded:
+The real service (the openai_api role) listens on 127.0.0.1 on each gateway host, one port per
+worker; this stand-in takes its place on the same ports (STANDIN_PORTS) so that the gateway's /v1
+routing, and its balancing over the workers, can be tested without a model. It echoes what the
+gateway forwarded, and on which port ("port"):
 
 * GET  /v1/models: {"object": "list", "data": [...], "headers": [[name, value], ...]}
 * POST /v1/chat/completions, /v1/completions: without "stream", one JSON answer with the
@@ -17,10 +18,11 @@ library only.
 
 import json
 import os
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-PORT = int(os.environ.get("STANDIN_PORT", "8090"))
+PORTS = [int(p) for p in os.environ.get("STANDIN_PORTS", os.environ.get("STANDIN_PORT", "8090")).split()]
 BIND = os.environ.get("STANDIN_BIND", "127.0.0.1")
 EVENTS = int(os.environ.get("STANDIN_EVENTS", "6"))
 DELAY = float(os.environ.get("STANDIN_DELAY", "0.5"))
@@ -33,6 +35,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, fmt, *args):
         pass
+
+    def _port(self):
+        return self.server.server_address[1]
 
     def _headers(self):
         return [[k.lower(), v] for k, v in self.headers.items()]
@@ -57,7 +62,7 @@ class Handler(BaseHTTPRequestHandler):
         self._body()
         if self.path.split("?")[0] == "/v1/models":
             data = [{"id": "qwen3-tiny", "object": "model", "owned_by": "standin"}]
-            self._json(200, {"object": "list", "data": data, "headers": self._headers()})
+            self._json(200, {"object": "list", "data": data, "headers": self._headers(), "port": self._port()})
         else:
             self._json(200, {"standin_other": True})
 
@@ -75,7 +80,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._json(200, {"object": "chat.completion", "model": req.get("model", ""),
                                     "choices": [{"index": 0, "message": {"role": "assistant", "content": "standin"},
                                                  "finish_reason": "stop"}],
-                                    "headers": self._headers()})
+                                    "headers": self._headers(), "port": self._port()})
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -83,7 +88,7 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         for i in range(EVENTS):
             ev = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": f"tok{i}"}}],
-                  "t": time.time(), "headers": self._headers() if i == 0 else None}
+                  "t": time.time(), "headers": self._headers() if i == 0 else None, "port": self._port()}
             self._chunk(("data: " + json.dumps(ev) + "\n\n").encode())
             if i + 1 < EVENTS:
                 time.sleep(DELAY)
@@ -98,10 +103,13 @@ class Handler(BaseHTTPRequestHandler):
 
 def main():
     ThreadingHTTPServer.request_queue_size = 128
-    httpd = ThreadingHTTPServer((BIND, PORT), Handler)
-    httpd.daemon_threads = True
-    print(f"openai stand-in: http {BIND}:{PORT}", flush=True)
-    httpd.serve_forever()
+    servers = [ThreadingHTTPServer((BIND, port), Handler) for port in PORTS]
+    for httpd in servers:
+        httpd.daemon_threads = True
+        print(f"openai stand-in: http {BIND}:{httpd.server_address[1]}", flush=True)
+    for httpd in servers[1:]:
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    servers[0].serve_forever()
 
 
 if __name__ == "__main__":
