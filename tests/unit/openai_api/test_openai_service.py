@@ -282,6 +282,38 @@ def test_errors_are_openai_objects(node_factory, served, hf_tokenizer):
     assert len(node.servicer.requests) == 0  # nothing invalid reached Triton
 
 
+def test_a_prompt_within_limits_goes_to_triton_before_it_is_counted(node_factory, tokenizer_dir, hf_tokenizer):
+    from triton_fleet_openai.tokenizer import TokenCounter
+
+    node = node_factory(make_script(hf_tokenizer, "Hello there friend"))
+    seen = []  # requests the node had when a prompt was counted
+
+    class Counter(TokenCounter):
+        def count(self, text):
+            seen.append(len(node.servicer.requests))
+            return super().count(text)
+
+    app = create_app(settings(tokenizer_dir, [node.url]), counter=Counter(tokenizer_dir))
+    with Served(app) as srv:
+        for messages, max_tokens, counted_first in (
+            ([{"role": "user", "content": "Hi"}], None, False),  # the default max_tokens, within the context
+            ([{"role": "user", "content": "Hi"}], 100, False),
+            # 150 words: within the limits, but not by the bound (~780 bytes + 256 > 1024): counted first
+            ([{"role": "user", "content": "word " * 150}], 256, True),
+        ):
+            seen.clear()
+            before = len(node.servicer.requests)
+            body = {"model": MODEL, "messages": messages, "stream": True, "stream_options": {"include_usage": True}}
+            if max_tokens:
+                body["max_tokens"] = max_tokens
+            stream = client(srv).chat.completions.create(**body)
+            usage = [c.usage for c in stream if c.usage][0]
+            prompt = node.servicer.requests[-1]["text_input"]
+            assert usage.prompt_tokens == len(hf_tokenizer.encode(prompt, add_special_tokens=False).ids)
+            assert node.servicer.requests[-1]["max_tokens"] == (max_tokens or 256)
+            assert seen == [before if counted_first else before + 1], (messages[0]["content"][:20], seen)
+
+
 def test_token_budget_429(node_factory, served, hf_tokenizer):
     node = node_factory(make_script(hf_tokenizer, "Hello there friend"))
     srv = served([node], token_budgets={"small": 20})

@@ -96,6 +96,33 @@ def test_prompt_tokens_match_transformers(hf, template, tokenizer_dir):
         assert counter.count(prompt) == len(hf(prompt)["input_ids"]), name
 
 
+def test_the_token_bound_is_never_below_the_count(template, tokenizer_dir):
+    counter = TokenCounter(tokenizer_dir)
+    assert counter.bytes_bound  # Qwen3: byte-level BPE behind NFC
+    texts = [
+        "", "a", "Hello, world!", "word " * 300, "\n\n\n", "  \t  x", "<|im_start|>user\nHi<|im_end|>",
+        "日本語のテキストです。", "emoji 🙂🚀👩‍👩‍👧", "e\u0301 composed", "\u212b angstrom sign",
+        "\u0958\u0959\u095a composition exclusions (NFC makes them longer)", "\ufb01 ligature", "\x00\x7f control",
+    ]
+    for conv in CONVERSATIONS.values():
+        req = ChatRequest.model_validate({"model": "m", "messages": conv})
+        texts.append(template.render(template_messages(req)))
+    for text in texts:
+        assert counter.upper_bound(text) >= counter.count(text), repr(text[:40])
+    assert counter.upper_bound("\u0958") == 6 > len("\u0958".encode())  # the NFC form's bytes, not the input's
+
+
+def test_no_bound_for_other_tokenizers():
+    from triton_fleet_openai.tokenizer import _bytes_bound_holds
+
+    byte_bpe = {"normalizer": None, "pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE"}}
+    assert _bytes_bound_holds(byte_bpe)
+    # SentencePiece-style (NFKC, metaspace) and WordPiece tokenizers: counted exactly, never bounded.
+    assert not _bytes_bound_holds({**byte_bpe, "normalizer": {"type": "NFKC"}})
+    assert not _bytes_bound_holds({**byte_bpe, "pre_tokenizer": {"type": "Metaspace"}})
+    assert not _bytes_bound_holds({**byte_bpe, "model": {"type": "WordPiece"}})
+
+
 def test_template_errors_are_400(tmp_path):
     tpl = ChatTemplate("{{ raise_exception('roles must alternate') }}")
     with pytest.raises(TemplateError) as err:
