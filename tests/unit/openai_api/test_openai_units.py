@@ -140,6 +140,8 @@ def test_wheelhouse_key_follows_the_package_source(tmp_path):
     first = tool.source_hash(tmp_path, "req")
     (tmp_path / "x.egg-info").mkdir()
     (tmp_path / "x.egg-info" / "PKG-INFO").write_text("noise")
+    (tmp_path / ".ruff_cache" / "0.1").mkdir(parents=True)
+    (tmp_path / ".ruff_cache" / "0.1" / "cache").write_text("noise")
     assert tool.source_hash(tmp_path, "req") == first
     (tmp_path / "a.py").write_text("x = 2\n")
     assert tool.source_hash(tmp_path, "req") != first
