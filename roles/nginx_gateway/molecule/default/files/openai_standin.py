@@ -22,7 +22,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-PORTS = [int(p) for p in os.environ.get("STANDIN_PORTS", os.environ.get("STANDIN_PORT", "8090")).split()]
+PORTS = [int(p) for p in os.environ.get("STANDIN_PORTS", "8090").split()]
 BIND = os.environ.get("STANDIN_BIND", "127.0.0.1")
 EVENTS = int(os.environ.get("STANDIN_EVENTS", "6"))
 DELAY = float(os.environ.get("STANDIN_DELAY", "0.5"))
