@@ -436,3 +436,108 @@ def test_drained_node_gets_no_new_request_and_finishes_its_stream(node_factory, 
     drain.unlink()
     assert srv.app.state.reload_drain() == []
     assert post(srv, {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}]}).status_code == 200
+
+
+
+async def _never():
+    import asyncio
+
+    await asyncio.sleep(30)
+    return {"type": "http.disconnect"}
+
+
+def _asgi_chats(app, calls, spec_version="2.3"):
+    """Call the ASGI app with streamed chat requests one after the other, in one event loop (the pool's
+    channels belong to it). Each call: (body, what each receive() after the body gets, list of sent
+    messages); ``_never`` waits until the response has ended. Spec 2.3 is uvicorn's (a task watches for
+    the disconnect); under 2.4 a server's send raises OSError once the client has gone."""
+    import asyncio
+
+    from starlette.requests import ClientDisconnect
+
+    async def one(body, receive_after_body, sent):
+        payload = json.dumps(body).encode()
+        headers = [(k.lower().encode(), v.encode()) for k, v in {**HEADERS, "content-type": "application/json"}.items()]
+        scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": spec_version}, "http_version": "1.1",
+                 "method": "POST", "scheme": "http", "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions",
+                 "query_string": b"", "root_path": "", "headers": headers, "client": ("127.0.0.1", 1),
+                 "server": ("127.0.0.1", 80)}
+        first = [True]
+
+        async def receive():
+            if first[0]:
+                first[0] = False
+                return {"type": "http.request", "body": payload, "more_body": False}
+            return await receive_after_body()
+
+        async def send(message):
+            await asyncio.sleep(getattr(sent, "delay", 0))  # a slow network in front of the client
+            sent.append(message)
+
+        try:
+            await app(scope, receive, send)
+        except ClientDisconnect:
+            pass
+
+    async def run():
+        for call in calls:
+            await one(*call)
+        await asyncio.sleep(0.3)  # the cancelled stream's end reaches the node
+
+    asyncio.run(run())
+
+
+def test_the_request_is_sent_to_triton_before_the_response_begins(node_factory, tokenizer_dir, hf_tokenizer):
+    from triton_fleet_openai.backend import Pool
+
+    node = node_factory(make_script(hf_tokenizer, "Hello there friend"))
+    events = []
+
+    class Recording(Pool):
+        def _open(self, *a, **k):
+            events.append("sent to Triton")
+            return super()._open(*a, **k)
+
+    class Log(list):
+        def append(self, message):
+            if message["type"] == "http.response.start":
+                events.append("response started")
+            elif message.get("body", b"").startswith(b"data: {"):
+                events.append("chunk")
+            super().append(message)
+
+    app = create_app(settings(tokenizer_dir, [node.url]), pool=Recording([node.url], MODEL))
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "stream": True}
+    # the first request reads the model's interface before it is sent; every later one is sent at once
+    first, second = Log(), Log()
+    _asgi_chats(app, [(body, _never, first), (body, _never, second)])
+    assert events.count("sent to Triton") == 2
+    later = events[events.index("sent to Triton", 1):]
+    assert later[:3] == ["sent to Triton", "response started", "chunk"], events
+    assert b"".join(m.get("body", b"") for m in second).endswith(b"data: [DONE]\n\n")
+    assert node.servicer.completed == 2
+
+
+def test_a_client_gone_before_the_response_began_cancels_its_triton_request(node_factory, tokenizer_dir, hf_tokenizer):
+    """The request goes to Triton as the response is made; a client that leaves before its body runs (the
+    disconnect is seen first) still has it cancelled, not generated to the end."""
+    node = node_factory(make_script(hf_tokenizer, "word " * 200), interval=0.02)
+    app = create_app(settings(tokenizer_dir, [node.url]))
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "stream": True}
+
+    class Gone(list):
+        delay = 0.2  # the node has the request and is generating by the time its headers would go out
+
+        def append(self, message):
+            raise OSError("the client has gone")  # as an ASGI 2.4 server's send does
+
+    warm, sent = [], Gone()
+    # the first request (2 tokens) makes the model's interface known: the next is sent as its response is made
+    _asgi_chats(app, [(dict(body, max_tokens=2), _never, warm), (body, _never, sent)], spec_version="2.4")
+    assert warm[0]["status"] == 200 and node.servicer.completed == 1
+    assert sent == [] and len(node.servicer.requests) == 2  # not even the headers went out: the body never ran
+    deadline = time.monotonic() + 5
+    while (node.servicer.inflight or not node.servicer.cancelled) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert node.servicer.inflight == 0 and node.servicer.cancelled == 1 and node.servicer.completed == 1
+    assert app.state.fleet.pool.nodes[0].inflight == 0 and not app.state.fleet.pool.nodes[0].active

@@ -14,16 +14,51 @@ def iface(runtime, model):
     return Interface.from_config(load_config(GOLDEN / runtime / model / "config.pbtxt"))
 
 
+def tensors(request):
+    """name -> (datatype, shape, raw contents) of a ModelInferRequest's inputs."""
+    return {t.name: (t.datatype, list(t.shape), request.raw_input_contents[i]) for i, t in enumerate(request.inputs)}
+
+
+def tritonclient_request(i, fields):
+    """What tritonclient itself sends for the same fields: InferInputs from numpy arrays of each tensor's
+    datatype, through the client library's own request builder (its stream_infer's)."""
+    import numpy as np
+    from tritonclient.grpc import InferInput
+    from tritonclient.grpc._utils import _get_inference_request
+    from tritonclient.utils import triton_to_np_dtype
+
+    inputs = []
+    for logical, value in fields.items():
+        if value is None or logical not in i.inputs:
+            continue
+        name, dtype, is_list = i.inputs[logical]
+        values = list(value) if is_list else [value]
+        if dtype == "BYTES":
+            arr = np.array([v.encode() if isinstance(v, str) else v for v in values], dtype=np.object_)
+        else:
+            arr = np.array(values, dtype=triton_to_np_dtype(dtype))
+        if i.batched:
+            arr = arr.reshape(1, -1)
+        tensor = InferInput(name, list(arr.shape), dtype)
+        tensor.set_data_from_numpy(arr)
+        inputs.append(tensor)
+    return _get_inference_request(model_name=i.model, inputs=inputs, model_version="", request_id="", outputs=None,
+                                  sequence_id=0, sequence_start=False, sequence_end=False, priority=0, timeout=None,
+                                  parameters=None)
+
+
 def test_transformers_runtime_interface():
     i = iface("transformers", "qwen3-tiny")
     assert i.inputs["seed"][0] == "seed" and i.inputs["stop"] == ("stop_words", "BYTES", True)
     assert "output_ids" in i.outputs and not i.batched
     assert "presence_penalty" not in i.params  # -> 400 when a request sets it
-    tensors = {t.name(): t for t in i.build({"prompt": "hé", "max_tokens": 5, "stream": True, "stop": ["a", "b"],
-                                             "seed": 7, "temperature": None, "presence_penalty": 0.5})}
-    assert set(tensors) == {"text_input", "max_tokens", "stream", "stop_words", "seed"}
-    assert tensors["stop_words"].shape() == [2] and tensors["max_tokens"].datatype() == "INT32"
-    assert tensors["seed"].datatype() == "UINT64" and tensors["text_input"].shape() == [1]
+    fields = {"prompt": "hé", "max_tokens": 5, "stream": True, "stop": ["a", "b"], "seed": 7, "temperature": None,
+              "presence_penalty": 0.5}
+    t = tensors(i.build(fields))
+    assert set(t) == {"text_input", "max_tokens", "stream", "stop_words", "seed"}
+    assert t["stop_words"][:2] == ("BYTES", [2]) and t["max_tokens"][0] == "INT32"
+    assert t["seed"][0] == "UINT64" and t["text_input"] == ("BYTES", [1], b"\x03\x00\x00\x00h\xc3\xa9")
+    assert i.build(fields) == tritonclient_request(i, fields)
 
 
 def test_trtllm_engine_ensemble_interface():
@@ -31,8 +66,8 @@ def test_trtllm_engine_ensemble_interface():
     assert i.batched and i.inputs["seed"][0] in ("seed", "random_seed")
     assert {"presence_penalty", "frequency_penalty", "top_k", "stop"} <= i.params
     assert "output_ids" not in i.outputs  # completion tokens are then counted from the text
-    t = {x.name(): x for x in i.build({"prompt": "x", "max_tokens": 3, "stream": True, "stop": ["\n"]})}
-    assert t["text_input"].shape() == [1, 1] and t["stop_words"].shape() == [1, 1]
+    t = tensors(i.build({"prompt": "x", "max_tokens": 3, "stream": True, "stop": ["\n"]}))
+    assert t["text_input"][1] == [1, 1] and t["stop_words"][1] == [1, 1]
 
 
 def test_llmapi_interface():
@@ -100,16 +135,25 @@ def test_one_port_per_worker_clear_of_the_metrics_port(tmp_path):
         load(str(p))
 
 
-def test_numpy_dtypes_cover_the_runtimes():
-    for runtime in ("transformers", "trtllm-engine"):
-        for model_dir in (GOLDEN / runtime).iterdir():
-            try:
-                i = Interface.from_config(load_config(model_dir / "config.pbtxt"))
-            except ValueError:
-                continue
-            fields = {k: (["s"] if v[2] else ("s" if v[1] == "BYTES" else 1)) for k, v in i.inputs.items()}
-            for t in i.build(fields):
-                assert t.datatype() in ("BYTES", "BOOL", "INT32", "UINT64", "FP32"), t.name()
+@pytest.mark.parametrize("runtime", ["transformers", "trtllm-engine", "trtllm-llmapi"])
+def test_requests_are_what_tritonclient_sends(runtime):
+    """The request built directly is byte for byte the one tritonclient builds from numpy InferInputs, for
+    every entry model of the rendered repositories and every field (values of a real chat request)."""
+    values = {"prompt": "Héllo <|im_start|>", "max_tokens": 77, "stream": True, "temperature": 0.7, "top_p": 0.95,
+              "top_k": 20, "stop": ["\n\n", "</s>"], "seed": 2**40 + 3, "presence_penalty": 0.5,
+              "frequency_penalty": -1.25, "exclude_input": True, "return_finish_reason": True}
+    checked = 0
+    for model_dir in sorted((GOLDEN / runtime).iterdir()):
+        try:
+            i = Interface.from_config(load_config(model_dir / "config.pbtxt"))
+        except ValueError:
+            continue  # not an entry model (a step of the ensemble)
+        fields = {k: v for k, v in values.items() if k in i.inputs}
+        request = i.build(fields)
+        assert request == tritonclient_request(i, fields), model_dir.name
+        assert {d for d, _, _ in tensors(request).values()} <= {"BYTES", "BOOL", "INT32", "UINT64", "FP32"}
+        checked += 1
+    assert checked >= 1
 
 
 def _wheelhouse_tool():
@@ -214,16 +258,25 @@ def test_piece_read_from_the_protobuf_equals_the_client_librarys_reading(id_type
             out.shape.extend(arr.shape)
             raw = raw_bytes(arr) if datatype == "BYTES" else arr.tobytes()
             r.raw_output_contents.append(raw)
-        return InferResult(r)
+        return r
 
     text = np.array(["héllo <tool_call>".encode(), b" world"], dtype=np.object_)
     ids = np.array([151657, 0, 2**31 - 1], dtype=np.int32 if id_type == "INT32" else np.int64)
     result = response([("text_output", "BYTES", text), ("output_ids", id_type, ids),
                        ("finish_reason", "BYTES", np.array([b"length"], dtype=np.object_))])
     piece = _decode_piece(result)
-    assert piece.text == b"".join(result.as_numpy("text_output").reshape(-1)).decode() == "héllo <tool_call> world"
-    assert piece.ids == [int(i) for i in result.as_numpy("output_ids")] == [151657, 0, 2**31 - 1]
+    library = InferResult(result)
+    assert piece.text == b"".join(library.as_numpy("text_output").reshape(-1)).decode() == "héllo <tool_call> world"
+    assert piece.ids == [int(i) for i in library.as_numpy("output_ids")] == [151657, 0, 2**31 - 1]
     assert piece.finish == "length"
+    # A server that fills typed contents instead of raw ones reads the same.
+    typed = service_pb2.ModelInferResponse(model_name="qwen3-tiny")
+    typed.outputs.add(name="text_output", datatype="BYTES", shape=[2]).contents.bytes_contents.extend(list(text))
+    ids_out = typed.outputs.add(name="output_ids", datatype=id_type, shape=[3])
+    (ids_out.contents.int_contents if id_type == "INT32" else ids_out.contents.int64_contents).extend(ids.tolist())
+    typed.outputs.add(name="finish_reason", datatype="BYTES", shape=[1]).contents.bytes_contents.append(b"length")
+    again = _decode_piece(typed)
+    assert (again.text, again.ids, again.finish) == (piece.text, piece.ids, piece.finish)
     # An empty finish reason is none; a response without ids has none (the runtime does not return them).
     empty = _decode_piece(response([("text_output", "BYTES", np.array([b""], dtype=np.object_)),
                                     ("finish_reason", "BYTES", np.array([b""], dtype=np.object_))]))

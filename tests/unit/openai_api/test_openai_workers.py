@@ -59,6 +59,43 @@ def test_shared_nodes_reads_live_workers_only(tmp_path):
     assert me.states() == []
 
 
+def test_request_changes_are_written_late_together_a_drain_set_at_once(tmp_path):
+    """A worker writes its requests' starts and ends at most DELAY late, one write for a burst; a new drain
+    set (what the drain wait reads right after its signal) is written at once, with every request running
+    then; the worker's own view is never late."""
+    import asyncio
+
+    from triton_fleet_openai.backend import Pool
+
+    pool = Pool(["10.0.0.1:8001", "10.0.0.2:8001"], "m")
+    me, other = SharedNodes(tmp_path), SharedNodes(tmp_path, pid=os.getppid())
+    pool.on_change = me.publish
+    me.publish(pool)  # as the worker does when it starts
+    writes = []
+    original = me._write
+    me._write = lambda p: (writes.append(time.monotonic()), original(p))
+
+    def inflight(view):
+        return {n["url"]: n["inflight"] for n in merge_snapshots(view.states())}
+
+    async def burst():
+        for i in range(8):
+            pool.nodes[i % 2].active[f"r{i}"] = (time.monotonic(), time.time())
+            pool._changed()
+        assert writes == [] and inflight(me) == {"10.0.0.1:8001": 4, "10.0.0.2:8001": 4}
+        await asyncio.sleep(SharedNodes.DELAY * 2)
+        assert len(writes) == 1 and inflight(other) == {"10.0.0.1:8001": 4, "10.0.0.2:8001": 4}
+        pool.nodes[0].active.clear()
+        pool._changed()
+        pool.set_drained(["10.0.0.1"])
+        assert len(writes) == 2  # at once, and the pending write is folded into it
+        assert inflight(other) == {"10.0.0.1:8001": 0, "10.0.0.2:8001": 4}
+        await asyncio.sleep(SharedNodes.DELAY * 2)
+        assert len(writes) == 2
+
+    asyncio.run(burst())
+
+
 def test_budgets_are_one_across_workers_and_agree_with_one_process(tmp_path):
     now = [1000.0]
     one = Budgets({"small": 20}, clock=lambda: now[0])

@@ -141,6 +141,20 @@ class Generation:
         self.ids_known = True
         self.finish = None
         self.tool_calls = 0
+        self.upstream = None
+        self.started = None
+
+    def start(self):
+        """Send the request to Triton now: a streamed response's headers and first chunk then go out while
+        the node works on it, not before it has the request (:meth:`run` reads it)."""
+        if self.upstream is None:
+            self.started = time.monotonic()
+            self.upstream = self.s.pool.generate(self.fields, request_id=self.caller.request_id)
+
+    async def close(self):
+        """Cancel the request in Triton unless it has ended (a client that left before the response began)."""
+        if self.upstream is not None:
+            await self.upstream.aclose()
 
     def _events(self, text: str, final: bool):
         if self.parser is None:
@@ -154,10 +168,11 @@ class Generation:
     async def run(self):
         """Yields lists of events; sets finish and token counts."""
         model = self.s.settings.model.served_name
-        started = time.monotonic()
+        self.start()
+        started = self.started
         last = None
         first = True
-        agen = self.s.pool.generate(self.fields, request_id=self.caller.request_id)
+        agen = self.upstream
         backend_finish = None
         try:
             async for piece in agen:
@@ -214,6 +229,24 @@ class Generation:
         self.s.metrics.prompt_tokens.labels(self.caller.subject, model).inc(self.prompt_tokens)
         self.s.metrics.completion_tokens.labels(self.caller.subject, model).inc(self.completion_ids)
         self.s.budgets.record(self.caller.subject, self.caller.rate_class, self.prompt_tokens + self.completion_ids)
+
+
+class GenerationStream(StreamingResponse):
+    """A streamed (SSE) response whose request goes to Triton as the response is made, before the
+    response's headers and first chunk are sent; its request is cancelled in Triton when the body never ran
+    (the client left first), which the body's own cleanup covers otherwise."""
+
+    def __init__(self, gen: Generation, body, headers: dict):
+        super().__init__(body, media_type="text/event-stream",
+                         headers={**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        self.gen = gen
+        gen.start()
+
+    async def __call__(self, scope, receive, send):
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self.gen.close()
 
 
 class State:
@@ -470,11 +503,7 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
         headers = {"x-request-id": caller.request_id}
         if req.stream:
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
-            return StreamingResponse(
-                _chat_stream(gen, cid, created, include_usage, single_call),
-                media_type="text/event-stream",
-                headers={**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-            )
+            return GenerationStream(gen, _chat_stream(gen, cid, created, include_usage, single_call), headers)
         return JSONResponse(await _chat_whole(gen, cid, created, single_call), headers=headers)
 
     def _server_tools_of(request: Request, req, caller):
@@ -705,11 +734,7 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
         headers = {"x-request-id": caller.request_id}
         if req.stream:
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
-            return StreamingResponse(
-                _completion_stream(gen, cid, created, include_usage),
-                media_type="text/event-stream",
-                headers={**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-            )
+            return GenerationStream(gen, _completion_stream(gen, cid, created, include_usage), headers)
         text = []
         st.metrics.inflight.labels(model_info.served_name).inc()
         try:

@@ -20,15 +20,13 @@ import array
 import asyncio
 import itertools
 import json
+import struct
 import time
 from collections.abc import AsyncIterator
 from typing import Optional
 
 import grpc
-import numpy as np
-import tritonclient.grpc.aio as grpcclient
-from tritonclient.grpc import MAX_GRPC_MESSAGE_SIZE, InferInput, KeepAliveOptions, model_config_pb2
-from tritonclient.utils import InferenceServerException
+from tritonclient.grpc import MAX_GRPC_MESSAGE_SIZE, KeepAliveOptions, model_config_pb2, service_pb2, service_pb2_grpc
 
 from .errors import APIError
 from .shared import merge_snapshots, node_states
@@ -48,15 +46,8 @@ LOGICAL = {
     "return_finish_reason": ("return_finish_reason",),
 }
 REQUIRED = ("prompt", "max_tokens", "stream")
-_NUMPY = {
-    "BYTES": np.object_,
-    "BOOL": np.bool_,
-    "INT32": np.int32,
-    "INT64": np.int64,
-    "UINT64": np.uint64,
-    "FP32": np.float32,
-    "FP64": np.float64,
-}
+# Triton's raw tensor contents are little-endian; struct's codes for the datatypes the entry models use.
+_PACK = {"BOOL": "?", "INT32": "i", "INT64": "q", "UINT32": "I", "UINT64": "Q", "FP32": "f", "FP64": "d"}
 
 
 class Interface:
@@ -98,25 +89,27 @@ class Interface:
     def params(self):
         return set(self.inputs)
 
-    def build(self, fields: dict) -> list[InferInput]:
-        """InferInputs for ``fields`` ({logical: value}); fields the model has no input for are left out
-        (the caller refused those it cannot honour)."""
-        tensors = []
+    def build(self, fields: dict) -> service_pb2.ModelInferRequest:
+        """The inference request for ``fields`` ({logical: value}), its tensors as raw contents; fields the
+        model has no input for are left out (the caller refused those it cannot honour). The same message
+        tritonclient builds from InferInputs (tests/unit/openai_api), without a numpy array per tensor."""
+        request = service_pb2.ModelInferRequest(model_name=self.model)
         for logical, value in fields.items():
             if value is None or logical not in self.inputs:
                 continue
             name, dtype, is_list = self.inputs[logical]
             values = list(value) if is_list else [value]
             if dtype == "BYTES":
-                arr = np.array([v.encode("utf-8") if isinstance(v, str) else v for v in values], dtype=np.object_)
+                encoded = [v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in values]
+                raw = b"".join(len(v).to_bytes(4, "little") + v for v in encoded)
             else:
-                arr = np.array(values, dtype=_NUMPY[dtype])
-            if self.batched:
-                arr = arr.reshape(1, -1)
-            tensor = InferInput(name, list(arr.shape), dtype)
-            tensor.set_data_from_numpy(arr)
-            tensors.append(tensor)
-        return tensors
+                code = _PACK[dtype]
+                if code in "iIqQ":
+                    values = [int(v) for v in values]
+                raw = struct.pack(f"<{len(values)}{code}", *values)
+            request.inputs.add(name=name, datatype=dtype, shape=[1, len(values)] if self.batched else [len(values)])
+            request.raw_input_contents.append(raw)
+        return request
 
 
 class Piece:
@@ -146,8 +139,18 @@ def _bytes_elements(raw: bytes) -> list:
     return out
 
 
-def _decode_piece(result) -> Piece:
-    response = result.get_response()
+def _typed_contents(output) -> list:
+    """A tensor's typed contents (a server that fills these instead of raw ones)."""
+    contents = output.contents
+    for field in ("bytes_contents", "int_contents", "int64_contents", "uint_contents", "uint64_contents"):
+        values = getattr(contents, field)
+        if len(values):
+            return list(values)
+    return []
+
+
+def _decode_piece(response) -> Piece:
+    """One ModelInferResponse of the stream as a :class:`Piece`."""
     raw_contents = response.raw_output_contents
     text, ids, finish = "", None, None
     for i, output in enumerate(response.outputs):
@@ -161,23 +164,14 @@ def _decode_piece(result) -> Piece:
             if raw is not None and code:
                 ids = array.array(code, raw).tolist()
             else:
-                ids = [int(v) for v in result.as_numpy(name).reshape(-1)]
+                ids = [int(v) for v in _typed_contents(output)]
             continue
-        if raw is not None:
-            values = _bytes_elements(raw)
-        else:
-            # A server that fills typed contents instead of raw ones: the client library's own reader.
-            values = [v if isinstance(v, bytes) else str(v).encode() for v in result.as_numpy(name).reshape(-1)]
+        values = _bytes_elements(raw) if raw is not None else [bytes(v) for v in _typed_contents(output)]
         if name == "text_output":
             text = b"".join(values).decode("utf-8", errors="replace")
         elif values:
             finish = values[0].decode("utf-8", errors="replace") or None
     return Piece(text, ids, finish)
-
-
-async def _one_request(model, inputs, request_id):
-    # One request per stream; the stream half-closes after it and Triton ends it after the final response.
-    yield {"model_name": model, "inputs": inputs, "request_id": request_id}
 
 
 # tritonclient's own channel options (message sizes, keepalive) plus a short reconnect backoff: gRPC's default
@@ -197,14 +191,6 @@ CHANNEL_ARGS = [
 ]
 
 
-def _client(url):
-    return grpcclient.InferenceServerClient(url=url, channel_args=CHANNEL_ARGS)
-
-
-class NodeError(Exception):
-    """The node could not be reached or broke the stream (as opposed to a refused request)."""
-
-
 class Node:
     def __init__(self, url: str):
         self.url = url
@@ -215,29 +201,35 @@ class Node:
         self.active: dict[str, tuple[float, float]] = {}
         self.down_until = 0.0
         self.failures = 0
-        self.client = None
+        self.channel: Optional[grpc.aio.Channel] = None
+        self.stub = None
         self.interface: Optional[Interface] = None
 
     def healthy(self, now: float) -> bool:
         return now >= self.down_until
 
-
-_UNREACHABLE = (
-    grpc.StatusCode.UNAVAILABLE,
-    grpc.StatusCode.DEADLINE_EXCEEDED,
-    grpc.StatusCode.CANCELLED,
-    grpc.StatusCode.INTERNAL,
-    grpc.StatusCode.UNKNOWN,
-)
+    def connect(self):
+        """The node's stub on its one channel (opened on first use; gRPC reconnects it by itself)."""
+        if self.stub is None:
+            self.channel = grpc.aio.insecure_channel(self.url, options=CHANNEL_ARGS)
+            self.stub = service_pb2_grpc.GRPCInferenceServiceStub(self.channel)
+        return self.stub
 
 
-def _is_node_failure(exc: Exception) -> bool:
-    if isinstance(exc, grpc.aio.AioRpcError):
-        return exc.code() in _UNREACHABLE
-    if isinstance(exc, InferenceServerException):
-        status = (exc.status() or "").upper()
-        return any(s in status for s in ("UNAVAILABLE", "DEADLINE_EXCEEDED", "StatusCode.CANCELLED".upper()))
-    return isinstance(exc, (OSError, ConnectionError))
+# What counts against a node: any gRPC error of the call (unreachable, reset, a broken stream; what Triton
+# refuses of a request comes as the stream's error message instead) or a failed connection.
+_NODE_FAILURES = (grpc.aio.AioRpcError, OSError, ConnectionError)
+
+
+class Opened:
+    """A request's own stream on one node, its request written by gRPC's task for the stream."""
+
+    __slots__ = ("call", "key", "node")
+
+    def __init__(self, node: Node, key: str, call):
+        self.node = node
+        self.key = key
+        self.call = call
 
 
 class Pool:
@@ -249,7 +241,8 @@ class Pool:
         self.fail_timeout = fail_timeout
         self.connect_timeout = connect_timeout
         self._rr = itertools.count()
-        # Called with the pool after each change of its state (shared.SharedNodes.publish, several workers).
+        # Called with the pool after each change of its state (shared.SharedNodes.publish, several workers);
+        # ``urgent`` when whoever waits on the state must see it at once (the drain set).
         self.on_change = None
 
     def set_drained(self, addresses) -> list[str]:
@@ -258,16 +251,16 @@ class Pool:
         wanted = set(addresses)
         for node in self.nodes:
             node.drained = node.address in wanted or node.url in wanted
-        self._changed()
+        self._changed(urgent=True)
         return [n.url for n in self.nodes if n.drained]
 
     def snapshot(self) -> list[dict]:
         """Per node: drained or not, and the requests running on it (for a drain to wait on)."""
         return merge_snapshots([node_states(self)])
 
-    def _changed(self):
+    def _changed(self, urgent: bool = False):
         if self.on_change is not None:
-            self.on_change(self)
+            self.on_change(self, urgent)
 
     def _order(self) -> list[Node]:
         """Healthy nodes by fewest in flight, round robin among equals; failed ones last, as a last resort.
@@ -285,10 +278,10 @@ class Pool:
         self._changed()
 
     async def _interface(self, node: Node) -> Interface:
-        if node.client is None:
-            node.client = _client(node.url)
         if node.interface is None:
-            resp = await node.client.get_model_config(self.model, client_timeout=self.connect_timeout)
+            resp = await node.connect().ModelConfig(
+                service_pb2.ModelConfigRequest(name=self.model), timeout=self.connect_timeout
+            )
             node.interface = Interface.from_config(resp.config)
         return node.interface
 
@@ -311,38 +304,91 @@ class Pool:
         out = {}
         for node in self.nodes:
             try:
-                if node.client is None:
-                    node.client = _client(node.url)
-                out[node.url] = bool(await node.client.is_model_ready(self.model, client_timeout=self.connect_timeout))
+                resp = await node.connect().ModelReady(
+                    service_pb2.ModelReadyRequest(name=self.model), timeout=self.connect_timeout
+                )
+                out[node.url] = bool(resp.ready)
             except Exception:
                 out[node.url] = False
         return out
 
-    async def generate(self, fields: dict, request_id: str = "") -> AsyncIterator[Piece]:
-        """Stream pieces from one node; failover to the next while nothing has been produced yet."""
+    def _open(self, node: Node, fields: dict, request_id: str) -> Opened:
+        """Send the request on a stream of its own (node.interface known): gRPC's task for the stream writes
+        it and half-closes; Triton ends the stream after the final response. One stream per request, because
+        Triton cancels a whole stream: cancelling it is how a client that left frees its slot."""
+        request = node.interface.build(fields)
+        request.id = request_id
+        key = request_id or f"anonymous-{id(fields)}"
+        node.inflight += 1
+        node.active[key] = (time.monotonic(), time.time())
+        call = node.connect().ModelStreamInfer(iter((request,)))
+        self._changed()
+        return Opened(node, key, call)
+
+    def _close(self, opened: Opened):
+        node = opened.node
+        node.inflight -= 1
+        node.active.pop(opened.key, None)
+        opened.call.cancel()  # no-op once the stream is complete; frees the slot when the client left
+        self._changed()
+
+    def generate(self, fields: dict, request_id: str = "") -> "Upstream":
+        """The request's pieces from one node, failing over to the next while nothing has been produced.
+        Sent to the first node at once when its interface is known: the request is on its way to Triton
+        before the caller's next await (the HTTP response's headers and first chunk go out meanwhile)."""
         attempts = self._order()
         if not attempts:
             raise APIError(503, "every Triton node is drained (a rolling change is under way)", code="upstream_unavailable")
-        last_error = None
-        for node in attempts:
-            produced = False
-            node.inflight += 1
-            key = request_id or f"anonymous-{id(fields)}"
-            node.active[key] = (time.monotonic(), time.time())
-            self._changed()
-            call = None
-            try:
-                iface = await self._interface(node)
-                inputs = iface.build(fields)
+        return Upstream(self, attempts, fields, request_id)
 
-                call = node.client.stream_infer(_one_request(self.model, inputs, request_id))
-                async for result, error in call:
-                    if error is not None:
+    async def close(self):
+        for node in self.nodes:
+            if node.channel is not None:
+                await node.channel.close()
+
+
+class Upstream:
+    """One request's stream of :class:`Piece` (see :meth:`Pool.generate`); ``aclose`` cancels it in Triton,
+    also when it was opened and never read (the client left before its response began)."""
+
+    def __init__(self, pool: Pool, attempts: list[Node], fields: dict, request_id: str):
+        self.pool = pool
+        self.attempts = attempts
+        self.fields = fields
+        self.request_id = request_id
+        first = attempts[0]
+        self._opened = pool._open(first, fields, request_id) if first.interface is not None else None
+        self._pieces = self._run()
+
+    def __aiter__(self):
+        return self
+
+    def __anext__(self):
+        return self._pieces.__anext__()
+
+    async def aclose(self):
+        await self._pieces.aclose()
+        if self._opened is not None:  # never read: _run did not take it over
+            opened, self._opened = self._opened, None
+            self.pool._close(opened)
+
+    async def _run(self) -> AsyncIterator[Piece]:
+        pool = self.pool
+        last_error = None
+        for node in self.attempts:
+            produced = False
+            opened, self._opened = self._opened, None
+            try:
+                if opened is None:
+                    await pool._interface(node)
+                    opened = pool._open(node, self.fields, self.request_id)
+                async for response in opened.call:
+                    if response.error_message:
                         # Before any token it is this request's fault (the runtime validates each request);
                         # after, the generation broke.
                         status = 502 if produced else 400
-                        raise APIError(status, f"Triton: {error.message()}", code="upstream_error")
-                    piece = _decode_piece(result)
+                        raise APIError(status, f"Triton: {response.error_message}", code="upstream_error")
+                    piece = _decode_piece(response.infer_response)
                     produced = True
                     yield piece
                 node.failures = 0
@@ -352,26 +398,18 @@ class Pool:
             except (asyncio.CancelledError, GeneratorExit):
                 raise
             except Exception as exc:
-                if not _is_node_failure(exc) and not isinstance(exc, InferenceServerException):
+                if not isinstance(exc, _NODE_FAILURES):
                     raise
-                self.mark_failed(node)
+                pool.mark_failed(node)
                 last_error = exc
                 if produced:
                     raise APIError(
                         502, f"Triton node {node.url} failed mid-stream: {exc}", code="upstream_failed"
                     ) from exc
             finally:
-                node.inflight -= 1
-                node.active.pop(key, None)
-                self._changed()
-                if call is not None:
-                    call.cancel()  # no-op once the stream is complete; frees the slot when the client left
+                if opened is not None:
+                    pool._close(opened)
         raise APIError(503, f"no Triton node could take the request: {last_error}", code="upstream_unavailable")
-
-    async def close(self):
-        for node in self.nodes:
-            if node.client is not None:
-                await node.client.close()
 
 
 def read_drain_file(path: str) -> list[str]:

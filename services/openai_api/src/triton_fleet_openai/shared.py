@@ -11,6 +11,7 @@ cores runs several workers, each on its own port (``__main__``). What must stay 
 * the metrics: prometheus-client's multiprocess mode (``metrics/``), exposed by the supervising process.
 """
 
+import asyncio
 import json
 import os
 import sqlite3
@@ -66,14 +67,37 @@ class SharedNodes:
     """This worker's node states in ``<dir>/nodes-<pid>.json``; the merged view of every live worker's."""
 
     PREFIX = "nodes-"
+    # A request's start and end are written at most this late, together with whatever else changed
+    # meanwhile: a burst of requests costs one write, not two per request on the burst's own time.
+    DELAY = 0.05
 
     def __init__(self, directory, pid: Optional[int] = None):
         self.dir = Path(directory)
         self.pid = os.getpid() if pid is None else pid
         self.path = self.dir / f"{self.PREFIX}{self.pid}.json"
         self._tmp = self.dir / f".{self.PREFIX}{self.pid}.tmp"
+        self._pending = None
+        self._pool = None
 
-    def publish(self, pool) -> None:
+    def publish(self, pool, urgent: bool = True) -> None:
+        """Write the pool's state: at once when ``urgent`` (a new drain set: the drain wait reads it right
+        after its signal, with every request then running) or when no event loop runs, else within DELAY."""
+        self._pool = pool
+        if not urgent:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                loop = None
+            if loop is not None:
+                if self._pending is None:
+                    self._pending = loop.call_later(self.DELAY, self._write, pool)
+                return
+        self._write(pool)
+
+    def _write(self, pool) -> None:
+        if self._pending is not None:
+            self._pending.cancel()
+            self._pending = None
         # Written whole and renamed: a reader never sees half a file.
         self._tmp.write_text(json.dumps(node_states(pool), separators=(",", ":")), encoding="utf-8")
         os.replace(self._tmp, self.path)
@@ -83,6 +107,9 @@ class SharedNodes:
         for path in sorted(self.dir.glob(f"{self.PREFIX}*.json")):
             try:
                 pid = int(path.stem[len(self.PREFIX):])
+                if pid == self.pid and self._pool is not None:
+                    out.append(node_states(self._pool))  # its own, as it is now (the file may be DELAY late)
+                    continue
                 if pid != self.pid:
                     os.kill(pid, 0)  # a worker that died without its file removed: its requests died with it
                 out.append(json.loads(path.read_text(encoding="utf-8")))

@@ -31,8 +31,9 @@ class TokenCounter:
 
     def count(self, text: str) -> int:
         # The chat template already wrote the special tokens as text; Triton tokenizes the same string
-        # without adding more (Qwen3 has no BOS token).
-        return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
+        # without adding more (Qwen3 has no BOS token). The batch call without offsets: the same ids, a third
+        # less time for a chat-sized prompt.
+        return len(self.tokenizer.encode_batch_fast([text], add_special_tokens=False)[0].ids)
 
     def upper_bound(self, text: str) -> Optional[int]:
         """At least :meth:`count` of ``text``, without tokenizing it (microseconds where a long prompt takes
