@@ -3,7 +3,8 @@ check only, never part of a deployment).
 
 It serves one decoupled model whose ``ModelConfig`` is a real rendered ``config.pbtxt`` (e.g. the
 golden transformers repository), and answers ``ModelStreamInfer`` from a script: a callable
-``script(inputs) -> [(text, [ids]), ...]`` whose pieces are streamed ``interval`` seconds apart,
+``script(inputs) -> [(text, [ids]), ...]`` whose pieces are streamed ``interval`` seconds apart (a string instead:
+the request's error message, as a backend's refusal),
 the last one with ``finish_reason``. It records every request's inputs, how many are in flight and
 how many the client cancelled, which is what the OpenAI service's tests need to see.
 """
@@ -85,6 +86,9 @@ class Servicer(service_pb2_grpc.GRPCInferenceServiceServicer):
             inputs = decode_inputs(request)
             self.requests.append(inputs)
             pieces = self.script(inputs)
+            if isinstance(pieces, str):  # the script refuses the request, as Triton's backends do
+                yield service_pb2.ModelStreamInferResponse(error_message=pieces)
+                continue
             self.inflight += 1
             try:
                 for i, (text, ids) in enumerate(pieces):

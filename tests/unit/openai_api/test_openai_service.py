@@ -518,26 +518,58 @@ def test_the_request_is_sent_to_triton_before_the_response_begins(node_factory, 
     assert node.servicer.completed == 2
 
 
-def test_a_client_gone_before_the_response_began_cancels_its_triton_request(node_factory, tokenizer_dir, hf_tokenizer):
-    """The request goes to Triton as the response is made; a client that leaves before its body runs (the
-    disconnect is seen first) still has it cancelled, not generated to the end."""
-    node = node_factory(make_script(hf_tokenizer, "word " * 200), interval=0.02)
+@pytest.mark.parametrize("how", ["disconnect seen before the first token", "send fails (ASGI 2.4)"])
+def test_a_client_gone_before_its_first_token_has_its_request_cancelled(how, node_factory, tokenizer_dir, hf_tokenizer):
+    """The request goes to Triton as the response is made and the headers wait for its first output: a client
+    that leaves meanwhile (a long prefill) got not a byte, and its request is cancelled in Triton, not
+    generated to the end."""
+    import asyncio
+
+    node = node_factory(make_script(hf_tokenizer, "word " * 200), interval=0.5)
     app = create_app(settings(tokenizer_dir, [node.url]))
     body = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "stream": True}
 
-    class Gone(list):
-        delay = 0.2  # the node has the request and is generating by the time its headers would go out
+    async def leaves():
+        await asyncio.sleep(0.2)  # the node has the request, its first piece comes at 0.5 s
+        return {"type": "http.disconnect"}
 
+    class Gone(list):
         def append(self, message):
             raise OSError("the client has gone")  # as an ASGI 2.4 server's send does
 
-    warm, sent = [], Gone()
-    # the first request (2 tokens) makes the model's interface known: the next is sent as its response is made
-    _asgi_chats(app, [(dict(body, max_tokens=2), _never, warm), (body, _never, sent)], spec_version="2.4")
-    assert warm[0]["status"] == 200 and node.servicer.completed == 1
-    assert sent == [] and len(node.servicer.requests) == 2  # not even the headers went out: the body never ran
+    if how.startswith("send"):
+        sent, spec, receive = Gone(), "2.4", _never  # the first send (at 0.5 s, with the first token) fails
+    else:
+        sent, spec, receive = [], "2.3", leaves
+    _asgi_chats(app, [(body, receive, sent)], spec_version=spec)
+    assert sent == [] and len(node.servicer.requests) == 1
     deadline = time.monotonic() + 5
     while (node.servicer.inflight or not node.servicer.cancelled) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert node.servicer.inflight == 0 and node.servicer.cancelled == 1 and node.servicer.completed == 1
+    assert node.servicer.inflight == 0 and node.servicer.cancelled == 1 and node.servicer.completed == 0
     assert app.state.fleet.pool.nodes[0].inflight == 0 and not app.state.fleet.pool.nodes[0].active
+
+
+def test_a_stream_that_fails_before_its_first_token_gets_its_status(config, node_factory, served, hf_tokenizer):
+    """Nothing is sent before the first output, so a streamed request that no node could take is an HTTP 503
+    (which the openai SDK retries by itself), and one Triton refused a 400, each with OpenAI's error object,
+    not a 200 stream holding an error."""
+    refusing = node_factory(lambda inputs: "in ensemble 'qwen3': unexpected stop word")
+    c = client(served([refusing]))
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "stream": True}
+    with pytest.raises(openai.BadRequestError) as err:
+        list(c.chat.completions.create(**body))
+    assert err.value.status_code == 400 and "unexpected stop word" in err.value.message
+    assert err.value.body["code"] == "upstream_error"
+    with pytest.raises(openai.BadRequestError):
+        list(c.completions.create(model=MODEL, prompt="Hi", stream=True))
+
+    down = StandinNode(config, make_script(hf_tokenizer, "never")).start()
+    down.close()  # its address, nothing listening there
+    srv = served([down])
+    r = httpx.post(srv.url + "/v1/chat/completions", json=body, headers=HEADERS, timeout=20)
+    assert r.status_code == 503 and r.json()["error"]["code"] == "upstream_unavailable"
+    assert r.headers["x-request-id"] == HEADERS["X-Request-ID"]
+    with pytest.raises(openai.InternalServerError) as err:
+        list(client(srv).chat.completions.create(**body))
+    assert err.value.status_code == 503

@@ -231,21 +231,77 @@ class Generation:
         self.s.budgets.record(self.caller.subject, self.caller.rate_class, self.prompt_tokens + self.completion_ids)
 
 
+class _ClientGone(Exception):
+    """The ASGI server's send failed: the client has gone (an ASGI 2.4 server's OSError)."""
+
+
 class GenerationStream(StreamingResponse):
-    """A streamed (SSE) response whose request goes to Triton as the response is made, before the
-    response's headers and first chunk are sent; its request is cancelled in Triton when the body never ran
-    (the client left first), which the body's own cleanup covers otherwise."""
+    """A streamed (SSE) chat or completion.
+
+    - The request goes to Triton as the response is made, before anything is sent.
+    - The headers wait for the generation's first output and go out with it. A request that fails before it
+      produced anything (no node could take it, Triton refused it) gets its own status and OpenAI error object,
+      not a 200 stream that holds an error (the ``openai`` SDK retries a 503 by itself). A burst's requests
+      then cost no writes between their sending and their first token.
+    - A client that leaves is watched for with one task (Starlette's streamed response runs a task group and
+      two tasks per response); its request is cancelled in Triton, also when nothing had been sent yet.
+    """
 
     def __init__(self, gen: Generation, body, headers: dict):
         super().__init__(body, media_type="text/event-stream",
                          headers={**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         self.gen = gen
+        self.request_id = headers.get("x-request-id")
         gen.start()
 
     async def __call__(self, scope, receive, send):
+        task = asyncio.current_task()
+        gone = done = False
+
+        async def watch():
+            nonlocal gone
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            if not done:  # a server's receive also answers "disconnect" once the response is complete
+                gone = True
+                task.cancel()
+
+        async def emit(message):
+            try:
+                await send(message)
+            except OSError as exc:
+                raise _ClientGone() from exc
+
+        body = self.body_iterator
+        watcher = asyncio.ensure_future(watch())
         try:
-            await super().__call__(scope, receive, send)
+            try:
+                first = await body.__anext__()
+            except StopAsyncIteration:
+                first = b""
+            except APIError as exc:
+                headers = dict(exc.headers)
+                if self.request_id:
+                    headers["x-request-id"] = self.request_id
+                await JSONResponse(exc.body(), status_code=exc.status, headers=headers)(scope, receive, emit)
+                return
+            await emit({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+            if first:
+                await emit({"type": "http.response.body", "body": first, "more_body": True})
+            async for chunk in body:
+                await emit({"type": "http.response.body", "body": chunk, "more_body": True})
+            done = True
+            await emit({"type": "http.response.body", "body": b"", "more_body": False})
+        except _ClientGone:
+            pass
+        except asyncio.CancelledError:
+            if not gone:
+                raise
+            if hasattr(task, "uncancel"):  # Python 3.11+: the cancel was ours, the task ends normally
+                task.uncancel()
         finally:
+            watcher.cancel()
+            await body.aclose()
             await self.gen.close()
 
 
@@ -621,11 +677,13 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
         return body
 
     async def _chat_stream(gen: Generation, cid, created, include_usage, single_call):
+        # The role chunk goes out with the first chunk of output (GenerationStream sends the headers then): until
+        # then an error is the response's own status. ``head`` is what has not been sent yet.
         model = model_info.served_name
         st.metrics.inflight.labels(model).inc()
         finished = False
+        head = _sse(_chunk(cid, created, {"role": "assistant", "content": ""}, usage_field=include_usage))
         try:
-            yield _sse(_chunk(cid, created, {"role": "assistant", "content": ""}, usage_field=include_usage))
             calls = 0
             try:
                 async for events in gen.run():
@@ -637,45 +695,26 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
                         else:
                             if single_call and calls:
                                 continue
-                            call_id = "call_" + uuid.uuid4().hex[:24]
-                            yield _sse(
-                                _chunk(
-                                    cid,
-                                    created,
-                                    {
-                                        "tool_calls": [
-                                            {
-                                                "index": calls,
-                                                "id": call_id,
-                                                "type": "function",
-                                                "function": {"name": value["name"], "arguments": ""},
-                                            }
-                                        ]
-                                    },
-                                    usage_field=include_usage,
-                                )
-                            )
+                            call = {"index": calls, "id": "call_" + uuid.uuid4().hex[:24], "type": "function",
+                                    "function": {"name": value["name"], "arguments": ""}}
+                            yield head + _sse(_chunk(cid, created, {"tool_calls": [call]}, usage_field=include_usage))
+                            head = b""
                             delta = {"tool_calls": [{"index": calls, "function": {"arguments": value["arguments"]}}]}
                             calls += 1
-                        yield _sse(_chunk(cid, created, delta, usage_field=include_usage))
+                        yield head + _sse(_chunk(cid, created, delta, usage_field=include_usage))
+                        head = b""
             except APIError as exc:
+                finished = True
+                if head:
+                    raise  # nothing sent yet: the response is this error, with its status
                 yield _sse(exc.body())
                 yield b"data: [DONE]\n\n"
-                finished = True
                 return
-            yield _sse(_chunk(cid, created, {}, gen.finish, usage_field=include_usage))
+            tail = _sse(_chunk(cid, created, {}, gen.finish, usage_field=include_usage))
             if include_usage:
-                yield _sse(
-                    {
-                        "id": cid,
-                        "object": "chat.completion.chunk",
-                        "created": created,
-                        "model": model,
-                        "choices": [],
-                        "usage": gen.usage(),
-                    }
-                )
-            yield b"data: [DONE]\n\n"
+                tail += _sse({"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+                              "choices": [], "usage": gen.usage()})
+            yield head + tail + b"data: [DONE]\n\n"
             finished = True
         finally:
             st.metrics.inflight.labels(model).dec()
@@ -772,29 +811,25 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
 
         st.metrics.inflight.labels(model).inc()
         finished = False
+        sent = False
         try:
             try:
                 async for events in gen.run():
                     for _, value in events:
                         yield _sse(chunk(value))
+                        sent = True
             except APIError as exc:
+                finished = True
+                if not sent:
+                    raise  # nothing sent yet: the response is this error, with its status (GenerationStream)
                 yield _sse(exc.body())
                 yield b"data: [DONE]\n\n"
-                finished = True
                 return
-            yield _sse(chunk("", gen.finish))
+            tail = _sse(chunk("", gen.finish))
             if include_usage:
-                yield _sse(
-                    {
-                        "id": cid,
-                        "object": "text_completion",
-                        "created": created,
-                        "model": model,
-                        "choices": [],
-                        "usage": gen.usage(),
-                    }
-                )
-            yield b"data: [DONE]\n\n"
+                tail += _sse({"id": cid, "object": "text_completion", "created": created, "model": model,
+                              "choices": [], "usage": gen.usage()})
+            yield tail + b"data: [DONE]\n\n"
             finished = True
         finally:
             st.metrics.inflight.labels(model).dec()
