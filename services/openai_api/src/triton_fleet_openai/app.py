@@ -238,20 +238,18 @@ class _ClientGone(Exception):
 class GenerationStream(StreamingResponse):
     """A streamed (SSE) chat or completion.
 
-    - The request goes to Triton as the response is made, before anything is sent.
-    - The headers wait for the generation's first output and go out with it. A request that fails before it
-      produced anything (no node could take it, Triton refused it) gets its own status and OpenAI error object,
-      not a 200 stream that holds an error (the ``openai`` SDK retries a 503 by itself). A burst's requests
-      then cost no writes between their sending and their first token.
+    - The request goes to Triton as the response is made, before anything is sent to the client; the
+      headers and first chunk follow once every request that arrived meanwhile has been sent too (one turn
+      of the event loop), so a burst's requests reach Triton before any of its responses begin. The client
+      reads the headers while the model works on the request, not after its first token.
     - A client that leaves is watched for with one task (Starlette's streamed response runs a task group and
-      two tasks per response); its request is cancelled in Triton, also when nothing had been sent yet.
+      two tasks per response); its request is cancelled in Triton, also when its body had not started.
     """
 
     def __init__(self, gen: Generation, body, headers: dict):
         super().__init__(body, media_type="text/event-stream",
                          headers={**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         self.gen = gen
-        self.request_id = headers.get("x-request-id")
         gen.start()
 
     async def __call__(self, scope, receive, send):
@@ -275,19 +273,8 @@ class GenerationStream(StreamingResponse):
         body = self.body_iterator
         watcher = asyncio.ensure_future(watch())
         try:
-            try:
-                first = await body.__anext__()
-            except StopAsyncIteration:
-                first = b""
-            except APIError as exc:
-                headers = dict(exc.headers)
-                if self.request_id:
-                    headers["x-request-id"] = self.request_id
-                await JSONResponse(exc.body(), status_code=exc.status, headers=headers)(scope, receive, emit)
-                return
+            await asyncio.sleep(0)  # the other requests of a burst first (see above)
             await emit({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
-            if first:
-                await emit({"type": "http.response.body", "body": first, "more_body": True})
             async for chunk in body:
                 await emit({"type": "http.response.body", "body": chunk, "more_body": True})
             done = True
@@ -677,13 +664,11 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
         return body
 
     async def _chat_stream(gen: Generation, cid, created, include_usage, single_call):
-        # The role chunk goes out with the first chunk of output (GenerationStream sends the headers then): until
-        # then an error is the response's own status. ``head`` is what has not been sent yet.
         model = model_info.served_name
         st.metrics.inflight.labels(model).inc()
         finished = False
-        head = _sse(_chunk(cid, created, {"role": "assistant", "content": ""}, usage_field=include_usage))
         try:
+            yield _sse(_chunk(cid, created, {"role": "assistant", "content": ""}, usage_field=include_usage))
             calls = 0
             try:
                 async for events in gen.run():
@@ -695,26 +680,45 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
                         else:
                             if single_call and calls:
                                 continue
-                            call = {"index": calls, "id": "call_" + uuid.uuid4().hex[:24], "type": "function",
-                                    "function": {"name": value["name"], "arguments": ""}}
-                            yield head + _sse(_chunk(cid, created, {"tool_calls": [call]}, usage_field=include_usage))
-                            head = b""
+                            call_id = "call_" + uuid.uuid4().hex[:24]
+                            yield _sse(
+                                _chunk(
+                                    cid,
+                                    created,
+                                    {
+                                        "tool_calls": [
+                                            {
+                                                "index": calls,
+                                                "id": call_id,
+                                                "type": "function",
+                                                "function": {"name": value["name"], "arguments": ""},
+                                            }
+                                        ]
+                                    },
+                                    usage_field=include_usage,
+                                )
+                            )
                             delta = {"tool_calls": [{"index": calls, "function": {"arguments": value["arguments"]}}]}
                             calls += 1
-                        yield head + _sse(_chunk(cid, created, delta, usage_field=include_usage))
-                        head = b""
+                        yield _sse(_chunk(cid, created, delta, usage_field=include_usage))
             except APIError as exc:
-                finished = True
-                if head:
-                    raise  # nothing sent yet: the response is this error, with its status
                 yield _sse(exc.body())
                 yield b"data: [DONE]\n\n"
+                finished = True
                 return
-            tail = _sse(_chunk(cid, created, {}, gen.finish, usage_field=include_usage))
+            yield _sse(_chunk(cid, created, {}, gen.finish, usage_field=include_usage))
             if include_usage:
-                tail += _sse({"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-                              "choices": [], "usage": gen.usage()})
-            yield head + tail + b"data: [DONE]\n\n"
+                yield _sse(
+                    {
+                        "id": cid,
+                        "object": "chat.completion.chunk",
+                        "created": created,
+                        "model": model,
+                        "choices": [],
+                        "usage": gen.usage(),
+                    }
+                )
+            yield b"data: [DONE]\n\n"
             finished = True
         finally:
             st.metrics.inflight.labels(model).dec()
@@ -811,25 +815,29 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
 
         st.metrics.inflight.labels(model).inc()
         finished = False
-        sent = False
         try:
             try:
                 async for events in gen.run():
                     for _, value in events:
                         yield _sse(chunk(value))
-                        sent = True
             except APIError as exc:
-                finished = True
-                if not sent:
-                    raise  # nothing sent yet: the response is this error, with its status (GenerationStream)
                 yield _sse(exc.body())
                 yield b"data: [DONE]\n\n"
+                finished = True
                 return
-            tail = _sse(chunk("", gen.finish))
+            yield _sse(chunk("", gen.finish))
             if include_usage:
-                tail += _sse({"id": cid, "object": "text_completion", "created": created, "model": model,
-                              "choices": [], "usage": gen.usage()})
-            yield tail + b"data: [DONE]\n\n"
+                yield _sse(
+                    {
+                        "id": cid,
+                        "object": "text_completion",
+                        "created": created,
+                        "model": model,
+                        "choices": [],
+                        "usage": gen.usage(),
+                    }
+                )
+            yield b"data: [DONE]\n\n"
             finished = True
         finally:
             st.metrics.inflight.labels(model).dec()
