@@ -73,7 +73,7 @@ def test_request_changes_are_written_late_together_a_drain_set_at_once(tmp_path)
     me.publish(pool)  # as the worker does when it starts
     writes = []
     original = me._write
-    me._write = lambda p: (writes.append(time.monotonic()), original(p))
+    me._write = lambda: (writes.append(time.monotonic()), original())
 
     def inflight(view):
         return {n["url"]: n["inflight"] for n in merge_snapshots(view.states())}

@@ -231,6 +231,10 @@ class Generation:
         self.s.budgets.record(self.caller.subject, self.caller.rate_class, self.prompt_tokens + self.completion_ids)
 
 
+# A streamed response's own headers: no caching, and no buffering by NGINX (each chunk goes out as it comes).
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
 class _ClientGone(Exception):
     """The ASGI server's send failed: the client has gone (an ASGI 2.4 server's OSError)."""
 
@@ -247,8 +251,7 @@ class GenerationStream(StreamingResponse):
     """
 
     def __init__(self, gen: Generation, body, headers: dict):
-        super().__init__(body, media_type="text/event-stream",
-                         headers={**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        super().__init__(body, media_type="text/event-stream", headers={**headers, **SSE_HEADERS})
         self.gen = gen
         gen.start()
 
@@ -648,7 +651,7 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
 
         return StreamingResponse(
             events(), media_type="text/event-stream",
-            headers={**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            headers={**headers, **SSE_HEADERS},
         )
 
     def _chunk(cid, created, delta, finish=None, usage_field=False):

@@ -90,16 +90,16 @@ class SharedNodes:
                 loop = None
             if loop is not None:
                 if self._pending is None:
-                    self._pending = loop.call_later(self.DELAY, self._write, pool)
+                    self._pending = loop.call_later(self.DELAY, self._write)
                 return
-        self._write(pool)
+        self._write()
 
-    def _write(self, pool) -> None:
+    def _write(self) -> None:
         if self._pending is not None:
             self._pending.cancel()
             self._pending = None
         # Written whole and renamed: a reader never sees half a file.
-        self._tmp.write_text(json.dumps(node_states(pool), separators=(",", ":")), encoding="utf-8")
+        self._tmp.write_text(json.dumps(node_states(self._pool), separators=(",", ":")), encoding="utf-8")
         os.replace(self._tmp, self.path)
 
     def states(self) -> list[list[dict]]:
