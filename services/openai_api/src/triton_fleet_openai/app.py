@@ -505,7 +505,6 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
             fields["stop"] = stops
         return fields
 
-    @app.post("/v1/chat/completions")
     async def chat(request: Request):
         caller, req, iface = await _prepare(request, ChatRequest)
         # --- server tools: a request with any goes through the tool loop; without, chat() is unchanged ---
@@ -759,7 +758,6 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
             "usage": gen.usage(),
         }
 
-    @app.post("/v1/completions")
     async def completions(request: Request):
         caller, req, iface = await _prepare(request, CompletionRequest)
         prompt = req.prompt if isinstance(req.prompt, str) else req.prompt[0]
@@ -848,6 +846,11 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
                 st.metrics.cancelled.labels(model).inc()
             gen.account()
 
+    # The two generating routes are plain Starlette routes: FastAPI's route adds dependency solving that these
+    # endpoints do not use, on every request's way to Triton (bench/openai/critical-path). Errors still go
+    # through the app's handlers above.
+    app.add_route("/v1/chat/completions", chat, methods=["POST"])
+    app.add_route("/v1/completions", completions, methods=["POST"])
     return RequestCounter(app, st.metrics, model_info.served_name)
 
 
