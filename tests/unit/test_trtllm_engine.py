@@ -76,7 +76,9 @@ def test_corrupt_artifact_is_rebuilt_on_builder(env):
     prof = make()
     run_module(trtllm_engine, host_args(env, state="built", profile=prof))
     engine = Path(env["engines"]) / prof["fingerprint"] / "rank0.engine"
-    engine.write_bytes(engine.read_bytes()[:-1] + b"!")
+    data = engine.read_bytes()
+    # flipped, not overwritten: the stand-in's engine ends in random bytes, and a fixed byte would sometimes match
+    engine.write_bytes(data[:-1] + bytes([data[-1] ^ 0xFF]))
     state = run_module(trtllm_engine, host_args(env, state="verified", profile=prof))
     assert not state["valid"] and "corrupt" in state["msg"] and state["problems"]["bad"] == ["rank0.engine"]
     res = run_module(trtllm_engine, host_args(env, state="built", profile=prof))
