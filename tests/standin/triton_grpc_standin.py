@@ -7,6 +7,13 @@ golden transformers repository), and answers ``ModelStreamInfer`` from a script:
 the request's error message, as a backend's refusal),
 the last one with ``finish_reason``. It records every request's inputs, how many are in flight and
 how many the client cancelled, which is what the OpenAI service's tests need to see.
+
+As Triton does, it runs the requests of one stream at once, marks each response with
+``triton_final_response`` and puts the request's id on an error. The final flag comes with the last piece
+(as the transformers runtime sends it), or with ``final_alone`` on its own after it, as a decoupled model
+may send it; Triton passes such a flag on as an empty response only to a request that asked for it
+(``triton_enable_empty_final_response``), so the stand-in does the same. ``flags`` false leaves the flag
+out, as a Triton older than it would.
 """
 
 import asyncio
@@ -40,8 +47,20 @@ def decode_inputs(request):
     return out
 
 
-def _response(model, request_id, text, ids, finish, *, with_ids=True):
+_FINAL = "triton_final_response"
+_EMPTY_FINAL = "triton_enable_empty_final_response"
+
+
+def _empty_final(model, request_id):
     resp = service_pb2.ModelInferResponse(model_name=model, id=request_id)
+    resp.parameters[_FINAL].bool_param = True
+    return service_pb2.ModelStreamInferResponse(infer_response=resp)
+
+
+def _response(model, request_id, text, ids, finish, *, with_ids=True, final=False):
+    resp = service_pb2.ModelInferResponse(model_name=model, id=request_id)
+    if final is not None:  # None: a Triton too old to flag a request's end
+        resp.parameters[_FINAL].bool_param = final
     tensors = [("text_output", "BYTES", serialize_byte_tensor(np.array([text.encode("utf-8")], dtype=np.object_)), [1])]
     if with_ids:
         tensors.append(("output_ids", "INT32", np.array(ids, dtype=np.int32).tobytes(), [len(ids)]))
@@ -59,8 +78,10 @@ def _response(model, request_id, text, ids, finish, *, with_ids=True):
 
 
 class Servicer(service_pb2_grpc.GRPCInferenceServiceServicer):
-    def __init__(self, config, script, interval=0.0, with_ids=True):
+    def __init__(self, config, script, interval=0.0, with_ids=True, final_alone=False):
         self.config = config
+        self.final_alone = final_alone
+        self.flags = True  # False: no triton_final_response on responses (a Triton older than the flag)
         self.script = script
         self.interval = interval
         self.with_ids = with_ids
@@ -68,6 +89,7 @@ class Servicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         self.inflight = 0
         self.cancelled = 0
         self.completed = 0
+        self.streams = 0  # ModelStreamInfer calls opened
         self.ready = True
 
     async def ServerReady(self, request, context):
@@ -82,28 +104,66 @@ class Servicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         return service_pb2.ModelConfigResponse(config=self.config)
 
     async def ModelStreamInfer(self, request_iterator, context):
-        async for request in request_iterator:
-            inputs = decode_inputs(request)
-            self.requests.append(inputs)
-            pieces = self.script(inputs)
-            if isinstance(pieces, str):  # the script refuses the request, as Triton's backends do
-                yield service_pb2.ModelStreamInferResponse(error_message=pieces)
-                continue
+        self.streams += 1
+        out = asyncio.Queue()
+        running = {}  # request id -> its task
+        model = self.config.name
+
+        async def generate(request, inputs, pieces):
             self.inflight += 1
             try:
                 for i, (text, ids) in enumerate(pieces):
                     if self.interval:
                         await asyncio.sleep(self.interval)
                     finish = None
-                    if i == len(pieces) - 1:
+                    last = i == len(pieces) - 1
+                    if last:
                         finish = "length" if sum(len(p[1]) for p in pieces) >= int(inputs.get("max_tokens", 1 << 30)) else "stop"
-                    yield _response(self.config.name, request.id, text, ids, finish, with_ids=self.with_ids)
+                    final = (last and not self.final_alone) if self.flags else None
+                    out.put_nowait(_response(model, request.id, text, ids, finish, with_ids=self.with_ids, final=final))
+                if self.final_alone and request.parameters[_EMPTY_FINAL].bool_param:
+                    out.put_nowait(_empty_final(model, request.id))
                 self.completed += 1
             except asyncio.CancelledError:
                 self.cancelled += 1
                 raise
             finally:
                 self.inflight -= 1
+                if running.get(request.id) is asyncio.current_task():
+                    del running[request.id]
+
+        async def consume():
+            try:
+                await read_requests()
+            finally:
+                out.put_nowait(None)
+
+        async def read_requests():
+            async for request in request_iterator:
+                inputs = decode_inputs(request)
+                self.requests.append(inputs)
+                pieces = self.script(inputs)
+                if isinstance(pieces, str):  # the script refuses the request, as Triton's backends do
+                    error = service_pb2.ModelStreamInferResponse(error_message=pieces)
+                    error.infer_response.id = request.id
+                    out.put_nowait(error)
+                    continue
+                running[request.id] = asyncio.ensure_future(generate(request, inputs, pieces))
+            while running:  # the client half-closed: the stream ends after its requests
+                await asyncio.gather(*running.values(), return_exceptions=True)
+
+        consumer = asyncio.ensure_future(consume())
+        try:
+            while True:
+                item = await out.get()
+                if item is None:
+                    return
+                yield item
+        finally:  # the stream was cancelled or broke: so are its requests
+            consumer.cancel()
+            for task in list(running.values()):
+                task.cancel()
+            await asyncio.gather(consumer, *running.values(), return_exceptions=True)
 
 
 class StandinNode:

@@ -383,9 +383,15 @@ def test_node_stopped_mid_stream_fails_only_its_request(node_factory, served, hf
     assert got.startswith("word") and "failed mid-stream" in str(err.value)
 
 
-def test_client_disconnect_cancels_the_triton_request(node_factory, served, hf_tokenizer):
+@pytest.mark.parametrize("reuse", [True, False], ids=["streams reused", "a new stream per request"])
+def test_client_disconnect_cancels_the_triton_request(reuse, node_factory, served, hf_tokenizer):
+    """A client that leaves has its request's stream cancelled, which cancels the request in Triton; a stream
+    kept open from an earlier request is cancelled the same way, and never reused after."""
     node = node_factory(make_script(hf_tokenizer, "word " * 200), interval=0.02)
-    srv = served([node])
+    srv = served([node], reuse_streams=reuse)
+    c = client(srv)
+    assert c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}],
+                                     max_tokens=3).choices[0].finish_reason == "length"
     body = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "stream": True}
     with httpx.stream("POST", srv.url + "/v1/chat/completions", json=body, headers=HEADERS, timeout=20) as r:
         lines = r.iter_lines()
@@ -395,7 +401,115 @@ def test_client_disconnect_cancels_the_triton_request(node_factory, served, hf_t
     deadline = time.monotonic() + 5
     while node.servicer.inflight and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert node.servicer.inflight == 0 and node.servicer.cancelled == 1 and node.servicer.completed == 0
+    assert node.servicer.inflight == 0 and node.servicer.cancelled == 1 and node.servicer.completed == 1
+    # the first request's stream carried the second; the cancelled one is not used again
+    assert node.servicer.streams == (1 if reuse else 2)
+    assert c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}],
+                                     max_tokens=3).choices[0].finish_reason == "length"
+    assert node.servicer.streams == (2 if reuse else 3)
+
+
+@pytest.mark.parametrize("final_alone", [False, True], ids=["final flag on the last piece", "final flag alone"])
+def test_streams_are_reused_and_concurrent_requests_get_their_own(final_alone, node_factory, served, hf_tokenizer):
+    """Twelve streamed requests at once, twice: twelve streams, opened by the first round and reused by the
+    second; each request's pieces reach its own client, each ends at its own final flag (on its last piece, or
+    alone after it: an empty final response)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def script(inputs):
+        n = inputs["text_input"].split("question ")[1].split("<")[0]
+        return pieces_from_text(hf_tokenizer, f"answer {n} " * 6)[: int(inputs["max_tokens"])]
+
+    node = node_factory(script, interval=0.01)
+    node.servicer.final_alone = final_alone
+    srv = served([node])
+    c = client(srv)
+
+    def ask(i):
+        stream = c.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": f"question {i}"}], stream=True, max_tokens=50,
+            extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+        chunks = [ch for ch in stream if ch.choices]
+        assert chunks[-1].choices[0].finish_reason == "stop"
+        return "".join(ch.choices[0].delta.content or "" for ch in chunks)
+
+    with ThreadPoolExecutor(12) as pool:
+        answers = list(pool.map(ask, range(12)))
+        assert answers == [f"answer {i} " * 6 for i in range(12)]
+        assert node.servicer.streams <= 12
+        opened = node.servicer.streams
+        assert list(pool.map(ask, range(12))) == answers
+    assert node.servicer.streams == opened and node.servicer.completed == 24 and node.servicer.cancelled == 0
+    assert srv.app.state.fleet.pool.nodes[0].inflight == 0
+
+
+def test_streams_left_open_before_a_node_restart_cost_the_node_nothing(config, served, hf_tokenizer):
+    """The node restarts while the service keeps streams to it open: the next request finds its kept stream
+    dead, takes a new one on the same node, and the node is not counted as failed."""
+    first = StandinNode(config, make_script(hf_tokenizer, "before")).start()
+    srv = served([first])
+    c = client(srv)
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}],
+            "extra_body": {"chat_template_kwargs": {"enable_thinking": False}}}
+    assert c.chat.completions.create(**body).choices[0].message.content == "before"
+    port = first.port
+    first.close()
+    again = StandinNode(config, make_script(hf_tokenizer, "after"), port=port).start()
+    try:
+        assert c.chat.completions.create(**body).choices[0].message.content == "after"
+        node = srv.app.state.fleet.pool.nodes[0]
+        assert node.failures == 0 and node.healthy(time.monotonic())
+    finally:
+        again.close()
+
+
+def test_a_triton_that_does_not_flag_the_final_response_gets_a_stream_per_request(node_factory, served, hf_tokenizer):
+    """Without Triton's final flag a request's end can only be its stream's end: the stream of the request
+    that showed it is half-closed (Triton ends it after the request), and every later one gets its own."""
+    node = node_factory(make_script(hf_tokenizer, "no flags here"))
+    node.servicer.flags = False
+    srv = served([node])
+    c = client(srv)
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}],
+            "extra_body": {"chat_template_kwargs": {"enable_thinking": False}}}
+    answers = [c.chat.completions.create(**body).choices[0].message.content for _ in range(3)]
+    assert answers == ["no flags here"] * 3 and node.servicer.streams == 3
+    pool_node = srv.app.state.fleet.pool.nodes[0]
+    assert not pool_node.reuse and not pool_node.idle and pool_node.failures == 0
+
+
+def test_a_node_stopped_under_two_requests_fails_over_the_one_without_output(node_factory, served, hf_tokenizer):
+    """Two requests on one node when it stops: the one already streaming fails (its output cannot be resumed
+    elsewhere), the one that has produced nothing goes to the next node."""
+    import threading
+
+    a = node_factory(make_script(hf_tokenizer, "slow " * 40), interval=0.3)
+    b = node_factory(make_script(hf_tokenizer, "from b"))
+    srv = served([a, b])
+    pool = srv.app.state.fleet.pool
+    pool.nodes[1].down_until = time.monotonic() + 60  # b only as the last resort: both requests go to a
+    c = client(srv)
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}],
+            "extra_body": {"chat_template_kwargs": {"enable_thinking": False}}}
+    streaming = c.chat.completions.create(stream=True, **body)
+    chunks = iter(streaming)
+    while not (next(chunks).choices[0].delta.content or ""):
+        pass  # the first request has output
+    second = {}
+    thread = threading.Thread(target=lambda: second.update(r=c.chat.completions.create(**body)))
+    thread.start()
+    deadline = time.monotonic() + 5
+    while len(a.servicer.requests) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(a.servicer.requests) == 2
+    a.stop()
+    with pytest.raises(openai.APIError) as err:
+        for _ in chunks:
+            pass
+    assert "failed mid-stream" in str(err.value)
+    thread.join(10)
+    assert second["r"].choices[0].message.content == "from b"
+    assert [n.inflight for n in pool.nodes] == [0, 0]
 
 
 def test_drained_node_gets_no_new_request_and_finishes_its_stream(node_factory, served, hf_tokenizer, tmp_path):

@@ -310,7 +310,8 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
     workers (its requests in flight and token budgets are then the workers' together)."""
     model_info = settings.model
     pool = pool or Pool(
-        settings.triton_nodes, model_info.entry_model, settings.fail_timeout_s, settings.connect_timeout_s
+        settings.triton_nodes, model_info.entry_model, settings.fail_timeout_s, settings.connect_timeout_s,
+        reuse_streams=settings.reuse_streams,
     )
     if shared is not None:
         pool.on_change = shared.publish

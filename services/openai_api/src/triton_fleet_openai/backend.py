@@ -10,6 +10,12 @@ fewest requests in flight is picked (round robin among equals); a node whose con
 skipped for ``fail_timeout`` seconds; a request that failed before its first token is retried on
 the next node; a request already streaming when its node stops fails alone.
 
+Streams: a request runs alone on a gRPC stream, because Triton cancels a stream only as a whole (that is
+how a client that left frees its slot). The stream outlives it: a request that ended keeps its stream
+open for the node's next request (Triton's ``triton_final_response`` flag marks a request's end), since
+opening a stream costs more than the request's own messages (docs/benchmarks.md). A cancelled or broken
+stream is dropped.
+
 Draining (rolling changes): the gateway host keeps a drain file (addresses of serving nodes taken out
 of rotation); :meth:`Pool.set_drained` is called with it at start and on SIGHUP. A drained node gets
 no new request, never even as a last resort, while the requests it already has run to their end;
@@ -18,6 +24,8 @@ no new request, never even as a last resort, while the requests it already has r
 
 import array
 import asyncio
+import collections
+import contextlib
 import itertools
 import json
 import struct
@@ -204,6 +212,8 @@ class Node:
         self.channel: Optional[grpc.aio.Channel] = None
         self.stub = None
         self.interface: Optional[Interface] = None
+        self.idle: collections.deque = collections.deque()  # open streams whose request has ended
+        self.reuse = True  # false once the node is seen not to flag a request's end
 
     def healthy(self, now: float) -> bool:
         return now >= self.down_until
@@ -221,25 +231,92 @@ class Node:
 _NODE_FAILURES = (grpc.aio.AioRpcError, OSError, ConnectionError)
 
 
+_FINAL = "triton_final_response"
+# Asks Triton for an empty response where a decoupled model ends a request without one (a final flag sent
+# alone): every request's end is then seen on its stream, which stays open for the next request.
+_EMPTY_FINAL = "triton_enable_empty_final_response"
+# Open streams kept per node and worker beyond those in use: enough for a burst's requests to find one.
+MAX_IDLE_STREAMS = 128
+
+
+def _retrieved(task: asyncio.Task):
+    """A failed write shows as the stream's failure on the next read; its own exception is not news."""
+    if not task.cancelled():
+        task.exception()
+
+
 class Opened:
-    """A request's own stream on one node, its request written by gRPC's task for the stream."""
+    """A request on a stream of one node.
 
-    __slots__ = ("call", "key", "node")
+    ``keep`` (stream reuse on): the stream is written with ``write`` and stays open after the request, which
+    Triton's final flag ends (``done``); ``reused``: an ended request left it open. Otherwise the stream is
+    the request's alone, half-closed after it (gRPC's task writes it) and ended by Triton after the request."""
 
-    def __init__(self, node: Node, key: str, call):
+    __slots__ = ("call", "done", "keep", "key", "node", "reused", "writer")
+
+    def __init__(self, node: Node, key: str, request, keep: bool, call=None):
         self.node = node
         self.key = key
-        self.call = call
+        self.keep = keep
+        self.reused = call is not None
+        self.done = False
+        if keep:
+            self.call = call or node.connect().ModelStreamInfer()
+            # gRPC allows one write in flight per call: a task writes the request, as gRPC's own task for a
+            # request iterator would, so that it is on its way before the caller's next await.
+            self.writer = asyncio.ensure_future(self.call.write(request))
+            self.writer.add_done_callback(_retrieved)
+        else:
+            self.call = node.connect().ModelStreamInfer(iter((request,)))
+            self.writer = None
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        if self.done:
+            raise StopAsyncIteration
+        response = await self.call.read()
+        if response is grpc.aio.EOF:
+            if self.keep:
+                raise ConnectionError("the node ended the stream before the request's final response")
+            self.done = True
+            raise StopAsyncIteration
+        if self.keep:
+            params = response.infer_response.parameters
+            if _FINAL in params:
+                self.done = response.error_message != "" or params[_FINAL].bool_param
+            else:
+                # A Triton that does not flag a request's end: this stream is half-closed so that it ends
+                # after the request, and the node's later requests get streams of their own.
+                self.node.reuse = self.keep = False
+                asyncio.ensure_future(self._half_close())
+        return response
+
+    async def _half_close(self):
+        with contextlib.suppress(Exception):
+            await self.writer
+            await self.call.done_writing()
+
+    def reusable(self) -> bool:
+        return self.keep and self.done and self.writer.done() and not self.call.done()
+
+    def cancel(self):
+        if self.writer is not None:
+            self.writer.cancel()
+        self.call.cancel()  # a no-op on a stream that has ended; else Triton cancels the request
 
 
 class Pool:
-    def __init__(self, urls: list[str], model: str, fail_timeout: float = 10.0, connect_timeout: float = 5.0):
+    def __init__(self, urls: list[str], model: str, fail_timeout: float = 10.0, connect_timeout: float = 5.0,
+                 reuse_streams: bool = True):
         if not urls:
             raise ValueError("no Triton nodes configured (triton_nodes is empty)")
         self.nodes = [Node(u) for u in urls]
         self.model = model
         self.fail_timeout = fail_timeout
         self.connect_timeout = connect_timeout
+        self.reuse_streams = reuse_streams
         self._rr = itertools.count()
         # Called with the pool after each change of its state (shared.SharedNodes.publish, several workers);
         # ``urgent`` when whoever waits on the state must see it at once (the drain set).
@@ -312,24 +389,36 @@ class Pool:
                 out[node.url] = False
         return out
 
-    def _open(self, node: Node, fields: dict, request_id: str) -> Opened:
-        """Send the request on a stream of its own (node.interface known): gRPC's task for the stream writes
-        it and half-closes; Triton ends the stream after the final response. One stream per request, because
-        Triton cancels a whole stream: cancelling it is how a client that left frees its slot."""
+    def _open(self, node: Node, fields: dict, request_id: str, fresh: bool = False) -> Opened:
+        """Send the request (node.interface known) on a stream of the node that an ended request left open, or
+        on a new one (``fresh``: always a new one)."""
         request = node.interface.build(fields)
         request.id = request_id
         key = request_id or f"anonymous-{id(fields)}"
         node.inflight += 1
         node.active[key] = (time.monotonic(), time.time())
-        call = node.connect().ModelStreamInfer(iter((request,)))
+        keep = self.reuse_streams and node.reuse
+        if keep:
+            request.parameters[_EMPTY_FINAL].bool_param = True
+        kept = None
+        while keep and node.idle and not fresh and kept is None:
+            kept = node.idle.pop()
+            if kept.done():  # ended while idle (the node restarted, the connection broke)
+                kept = None
+        opened = Opened(node, key, request, keep, kept)
         self._changed()
-        return Opened(node, key, call)
+        return opened
 
     def _close(self, opened: Opened):
         node = opened.node
         node.inflight -= 1
         node.active.pop(opened.key, None)
-        opened.call.cancel()  # no-op once the stream is complete; frees the slot when the client left
+        if opened.reusable() and len(node.idle) < MAX_IDLE_STREAMS:
+            node.idle.append(opened.call)
+        else:
+            # A request that has not ended (its client left, its node failed): cancelling its stream cancels it
+            # in Triton and frees its slot.
+            opened.cancel()
         self._changed()
 
     def generate(self, fields: dict, request_id: str = "") -> "Upstream":
@@ -343,6 +432,8 @@ class Pool:
 
     async def close(self):
         for node in self.nodes:
+            while node.idle:
+                node.idle.pop().cancel()
             if node.channel is not None:
                 await node.channel.close()
 
@@ -378,37 +469,51 @@ class Upstream:
         for node in self.attempts:
             produced = False
             opened, self._opened = self._opened, None
-            try:
-                if opened is None:
-                    await pool._interface(node)
-                    opened = pool._open(node, self.fields, self.request_id)
-                async for response in opened.call:
-                    if response.error_message:
-                        # Before any token it is this request's fault (the runtime validates each request);
-                        # after, the generation broke.
-                        status = 502 if produced else 400
-                        raise APIError(status, f"Triton: {response.error_message}", code="upstream_error")
-                    piece = _decode_piece(response.infer_response)
-                    produced = True
-                    yield piece
-                node.failures = 0
-                return
-            except APIError:
-                raise
-            except (asyncio.CancelledError, GeneratorExit):
-                raise
-            except Exception as exc:
-                if not isinstance(exc, _NODE_FAILURES):
+            fresh = False
+            while True:
+                retry = False
+                try:
+                    if opened is None:
+                        await pool._interface(node)
+                        opened = pool._open(node, self.fields, self.request_id, fresh=fresh)
+                    async for response in opened:
+                        if response.error_message:
+                            # Before any token it is this request's fault (the runtime validates each request);
+                            # after, the generation broke.
+                            status = 502 if produced else 400
+                            raise APIError(status, f"Triton: {response.error_message}", code="upstream_error")
+                        if not response.infer_response.outputs:
+                            continue  # an empty final response: the request's end
+                        piece = _decode_piece(response.infer_response)
+                        produced = True
+                        yield piece
+                    node.failures = 0
+                    return
+                except APIError:
                     raise
-                pool.mark_failed(node)
-                last_error = exc
-                if produced:
-                    raise APIError(
-                        502, f"Triton node {node.url} failed mid-stream: {exc}", code="upstream_failed"
-                    ) from exc
-            finally:
-                if opened is not None:
-                    pool._close(opened)
+                except (asyncio.CancelledError, GeneratorExit):
+                    raise
+                except Exception as exc:
+                    if not isinstance(exc, _NODE_FAILURES):
+                        raise
+                    if opened is not None and opened.reused and not produced:
+                        # A stream kept open from an earlier request may have died with a restart of the node
+                        # since, which says nothing of the node now: a new stream on it is tried first.
+                        retry = True
+                    else:
+                        pool.mark_failed(node)
+                        last_error = exc
+                        if produced:
+                            raise APIError(
+                                502, f"Triton node {node.url} failed mid-stream: {exc}", code="upstream_failed"
+                            ) from exc
+                finally:
+                    if opened is not None:
+                        pool._close(opened)
+                        opened = None
+                if not retry:
+                    break
+                fresh = True
         raise APIError(503, f"no Triton node could take the request: {last_error}", code="upstream_unavailable")
 
 

@@ -31,6 +31,9 @@ class Settings(BaseModel):
     drain_file: str = ""
     fail_timeout_s: float = Field(default=10.0, gt=0)
     connect_timeout_s: float = Field(default=5.0, gt=0)
+    # A request's gRPC stream is kept open for the node's next request once the request has ended (backend.py);
+    # false: a new stream per request.
+    reuse_streams: bool = True
     default_max_tokens: Optional[int] = Field(default=None, ge=1)
     token_budgets: dict[str, int] = Field(default_factory=dict)
     owned_by: str = "triton-fleet"
