@@ -120,3 +120,38 @@ def test_lean_sse_stream_counts_tokens_and_times(bench):
     run, refused = asyncio.run(main())
     assert (run.tokens, len(run.ttft), len(run.itl), run.errors) == (2, 1, 1, 0)
     assert (refused.tokens, refused.errors) == (0, 1)
+
+
+@pytest.mark.parametrize("keep,final_alone", [(True, False), (True, True), (False, False)])
+def test_direct_client_follows_the_services_stream_policy(bench, keep, final_alone):
+    """The direct path keeps its streams as the service does (--stream-per-request: a stream per request for both),
+    so that the two paths differ only by the service; each request's end is Triton's final flag, sent on the last
+    response or alone after it."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests" / "standin"))
+    from triton_grpc_standin import StandinNode, load_config
+
+    config = load_config(ROOT / "tests" / "golden" / "model_repository" / "transformers" / "qwen3-tiny" / "config.pbtxt")
+    pieces = [("a", [1]), ("b", [2]), ("c", [3])]
+    node = StandinNode(config, lambda inputs: pieces[: int(inputs["max_tokens"])])
+    node.servicer.final_alone = final_alone
+    node.start()
+
+    async def main():
+        client, run = bench.DirectClient(node.url, keep), bench.Run()
+        request = client.request("qwen3-tiny", 3)
+        for _ in range(3):
+            await client.stream(request, run)
+        await asyncio.gather(*(client.stream(request, run) for _ in range(2)))
+        idle = len(client.idle)
+        await client.close()
+        return run, idle
+
+    try:
+        run, idle = asyncio.run(main())
+    finally:
+        node.close()
+    assert (run.errors, run.tokens, len(run.ttft), len(run.itl)) == (0, 15, 5, 10)
+    assert node.servicer.completed == 5
+    assert (node.servicer.streams, idle) == ((2, 2) if keep else (5, 0))
