@@ -29,3 +29,32 @@ def test_every_generate_stream_example_asks_for_a_stream():
     for block in re.findall(r"```sh\n(.*?)```", readme, re.S):
         if "generate_stream" in block and "-d " in block:
             assert '"stream": true' in block, block
+
+
+def _run_hello(tmp_path, curl_body):
+    """tools/lab's hello (the last step of make lab) with a stand-in curl on PATH and a fixed token."""
+    import os
+    import subprocess
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "curl").write_text("#!/bin/sh\n" + curl_body)
+    (bindir / "curl").chmod(0o755)
+    hello = re.search(r"^hello\(\) \{\n.*?^\}\n", LAB, re.M | re.S).group(0)
+    script = "set -euo pipefail\ntoken() { echo TOKEN; }\n" + hello + "hello\n"
+    return subprocess.run(["bash", "-c", script], check=False, capture_output=True, text=True, timeout=30,
+                          env={**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"})
+
+
+def test_hello_prints_a_long_stream_whole_and_succeeds(tmp_path):
+    """16 chunks of a random model's text can run past any byte cut; make lab must not fail on them (a head -c
+    after curl did, with curl's exit 23 under pipefail)."""
+    done = _run_hello(tmp_path, "i=0; while [ $i -lt 400 ]; do echo 'data: {\"text_output\": \"0123456789\"}'; "
+                                "echo; i=$((i+1)); done\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("0123456789") == 800
+
+
+def test_hello_fails_when_the_gateway_refuses(tmp_path):
+    done = _run_hello(tmp_path, "echo '{\"error\": \"unauthorized\"}'; exit 22\n")
+    assert done.returncode == 22 and "unauthorized" in done.stdout
