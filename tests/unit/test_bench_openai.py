@@ -127,10 +127,7 @@ def test_direct_client_follows_the_services_stream_policy(bench, keep, final_alo
     """The direct path keeps its streams as the service does (--stream-per-request: a stream per request for both),
     so that the two paths differ only by the service; each request's end is Triton's final flag, sent on the last
     response or alone after it."""
-    import sys
-
-    sys.path.insert(0, str(ROOT / "tests" / "standin"))
-    from triton_grpc_standin import StandinNode, load_config
+    from triton_grpc_standin import StandinNode, load_config  # on sys.path: the bench puts it there
 
     config = load_config(ROOT / "tests" / "golden" / "model_repository" / "transformers" / "qwen3-tiny" / "config.pbtxt")
     pieces = [("a", [1]), ("b", [2]), ("c", [3])]
@@ -140,7 +137,7 @@ def test_direct_client_follows_the_services_stream_policy(bench, keep, final_alo
 
     async def main():
         client, run = bench.DirectClient(node.url, keep), bench.Run()
-        request = client.request("qwen3-tiny", 3)
+        request = client.request(3)
         for _ in range(3):
             await client.stream(request, run)
         await asyncio.gather(*(client.stream(request, run) for _ in range(2)))

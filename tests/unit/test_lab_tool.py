@@ -1,6 +1,8 @@
 """tools/lab: what a newcomer reaches from the host (gRPC published) and the stream examples it prints and runs."""
 
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import yaml
@@ -33,9 +35,6 @@ def test_every_generate_stream_example_asks_for_a_stream():
 
 def _run_hello(tmp_path, curl_body):
     """tools/lab's hello (the last step of make lab) with a stand-in curl on PATH and a fixed token."""
-    import os
-    import subprocess
-
     bindir = tmp_path / "bin"
     bindir.mkdir()
     (bindir / "curl").write_text("#!/bin/sh\n" + curl_body)
