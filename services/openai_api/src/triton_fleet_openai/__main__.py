@@ -9,9 +9,14 @@ keepalive connections then keep that imbalance. The workers share their requests
 budgets through ``state_dir`` (``shared.py``). SIGHUP (``systemctl reload``: the drain file) goes to every
 worker; SIGTERM stops them gracefully, each finishing its streams; a worker that dies is replaced on its
 socket, where connections wait in the backlog meanwhile.
+
+A stop may come at any moment of the start-up (``systemctl restart`` right after a start): the supervisor
+blocks its signals while it forks, so that a new worker starts with them pending rather than running the
+supervisor's handlers, and takes them once it has its own (tests/unit/openai_api/test_openai_startup_stop.py).
 """
 
 import argparse
+import contextlib
 import logging
 import os
 import shutil
@@ -28,6 +33,27 @@ log = logging.getLogger("triton_fleet_openai")
 LISTEN_FDS_START = 3
 # A worker that dies more often than this (per minute) is not replaced: the service exits, systemd restarts it.
 MAX_RESPAWNS_PER_MINUTE = 10
+# The signals the supervisor passes on to its workers (stop, and reload: the drain file).
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def signals_blocked(signals=FORWARDED):
+    """``signals`` held pending in this thread (and in the threads and processes it starts meanwhile, which
+    inherit its mask), delivered when the block ends."""
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        yield mask
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+def reload_when_started():
+    """Until the app exists, a reload (SIGHUP) is remembered, to be done once it has started; the default
+    action would end the process. Returns the list it is noted in."""
+    reloads = []
+    signal.signal(signal.SIGHUP, lambda *_: reloads.append(1))
+    return reloads
 
 
 def systemd_sockets(host, ports, environ=None, first_fd=LISTEN_FDS_START):
@@ -83,15 +109,22 @@ def serve_one(settings):
 
     from .app import create_app
 
+    # A stop until uvicorn has its handlers: SIGTERM's default action ends the process (nothing to finish yet),
+    # SIGINT's KeyboardInterrupt too.
+    reloads = reload_when_started()
     app = create_app(settings)
     if settings.metrics_port:
-        # Prometheus scrapes this listener from the monitoring hosts; the API itself stays on loopback.
-        start_http_server(
-            settings.metrics_port, addr=settings.metrics_address, registry=app.state.fleet.metrics.registry
-        )
+        # Prometheus scrapes this listener from the monitoring hosts; the API itself stays on loopback. Its
+        # thread never takes a signal: they all go to the main thread, which acts on them.
+        with signals_blocked():
+            start_http_server(
+                settings.metrics_port, addr=settings.metrics_address, registry=app.state.fleet.metrics.registry
+            )
     # systemctl reload (the rolling playbook's drain step): re-read the drain file. uvicorn handles only
     # SIGINT/SIGTERM, so this handler stays; it only swaps a set, safe between two bytecodes.
     signal.signal(signal.SIGHUP, lambda *_: app.state.reload_drain())
+    if reloads:
+        app.state.reload_drain()
     socks = systemd_sockets(settings.listen_address, settings.ports)
     uvicorn.Server(uvicorn_config(app, settings)).run(sockets=socks)
     return 0
@@ -121,20 +154,26 @@ def prepare_state_dir(settings):
     return state
 
 
-def run_worker(settings, state, sock):
-    """In a forked worker: the app on its own socket until SIGTERM. Never returns."""
+def run_worker(settings, state, sock, mask):
+    """In a forked worker: the app on its own socket until SIGTERM. Never returns.
+
+    It starts with the supervisor's handlers (a fork copies them) and its signals blocked (``spawn``): the
+    handlers are replaced first, then the block ends (``mask``, the supervisor's mask before it) and a signal
+    that came meanwhile is delivered. A stop until uvicorn has installed its handlers then ends the worker
+    (SIGTERM's default action: it serves nothing yet); from then on uvicorn's handlers stop it gracefully.
+    """
     code = 1
     try:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_DFL)
+        reloads = reload_when_started()
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
         import uvicorn
 
         from .app import create_app
         from .shared import SharedNodes
 
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, signal.SIG_DFL)
-        # A reload that arrives while the app starts is done once it has started (the default would kill us).
-        reloads = []
-        signal.signal(signal.SIGHUP, lambda *_: reloads.append(1))
         shared = SharedNodes(state)
         app = create_app(settings, shared=shared)
         signal.signal(signal.SIGHUP, lambda *_: app.state.reload_drain())
@@ -172,17 +211,32 @@ def supervise(settings):
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry, path=str(state / "metrics"))
         registry.register(PoolCollector(SharedNodes(state).snapshot))
-        start_http_server(settings.metrics_port, addr=settings.metrics_address, registry=registry)
+        # Its thread never takes a signal: they all go to the main thread, which acts on them (a signal taken by
+        # another thread would wait for os.wait() below to return).
+        with signals_blocked():
+            start_http_server(settings.metrics_port, addr=settings.metrics_address, registry=registry)
 
     workers: dict[int, int] = {}  # pid -> index of its socket
     stopping = False
     respawns: list[float] = []
 
     def spawn(index):
-        pid = os.fork()
-        if pid == 0:
-            run_worker(settings, state, socks[index])
-        workers[pid] = index
+        """Fork the worker of socket ``index``, unless the service is stopping."""
+        # Blocked from the check of ``stopping`` until the new worker is in ``workers``: a stop cannot come in
+        # between (and be forwarded to the workers but this one), and the new worker starts with the signals
+        # blocked, so that none runs the supervisor's handlers in it (run_worker).
+        with signals_blocked() as mask:
+            if stopping:
+                return
+            pid = os.fork()
+            if pid == 0:
+                run_worker(settings, state, socks[index], mask)
+            workers[pid] = index
+        if stopping:
+            # A stop whose signal came just before the block: its handler may have run inside it, before the
+            # worker was in ``workers``. A second SIGTERM to a worker that got it already changes nothing.
+            os.kill(pid, signal.SIGTERM)
+            return
         log.info("worker %d started on port %d (%d of %d)", pid, settings.ports[index], len(workers), settings.workers)
 
     def forward(signum, _frame):
