@@ -24,20 +24,19 @@ venv: $(BIN)/ansible-playbook ## Create .venv (Python >= 3.12) with the pinned t
 docker: ## Install and start Docker and the apt cache when missing (idempotent)
 	tools/ensure-docker
 
-images: docker ## Build the base images, Debian 12 and 13 (each reused while its recipe is unchanged)
-	tools/images base bookworm
-	tools/images base trixie
+images: docker ## Build the base image, Debian 12 (reused while its recipe is unchanged)
+	tools/images base
 
 # Code that runs on managed hosts: modules, their module_utils, Python files roles copy to hosts.
 NODE_PY := library $(wildcard roles/*/library) module_utils $(wildcard roles/*/files)
 
-lint: venv ## yamllint, ansible-lint (production profile), ruff, vermin (host code runs on Python 3.9+)
+lint: venv ## yamllint, ansible-lint (production profile), ruff, vermin (host code runs on Python 3.11+)
 	yamllint -s .
 	ansible-lint
 	ruff check .
-	vermin --no-tips --violations --eval-annotations --target=3.9- $(NODE_PY)
+	vermin --no-tips --violations --eval-annotations --target=3.11- $(NODE_PY)
 
-unit: venv ## pytest unit tests, then the node-side ones under every target Python 3.9-3.12 found
+unit: venv ## pytest unit tests, then the node-side ones under the managed hosts' Python (3.11)
 	tools/run-unit
 	tools/run-node-tests
 

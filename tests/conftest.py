@@ -4,7 +4,7 @@ test module as node-side or controller-side.
 A test module is node-side (marker ``node``) when it imports code that runs on managed hosts
 (module_utils, a module of library/ or roles/*/library/, a Python file a role copies to hosts), directly
 or through a helper module of tests/unit/. tools/run-node-tests runs ``-m node`` under every target Python
-(3.9-3.12), so this file must stay valid Python 3.9. The marker is computed, not written by hand, so it
+(the managed hosts' 3.11), so this file must stay valid Python 3.11. The marker is computed, not written by hand, so it
 cannot drift from what a test actually imports; tests/unit/test_node_side.py checks the rest.
 """
 
@@ -90,7 +90,7 @@ def node_imports(path, _seen=None):
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "node: tests code that runs on managed hosts (run under Python 3.9-3.12)")
+    config.addinivalue_line("markers", "node: tests code that runs on managed hosts (run under their Python, 3.11)")
     config.addinivalue_line("markers", "controller: tests controller-side code only (the venv's Python)")
 
 

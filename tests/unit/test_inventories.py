@@ -11,7 +11,11 @@ ROOT = Path(__file__).resolve().parents[2]
 def _playbook(*args):
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     exe = Path(sys.executable).with_name("ansible-playbook")
-    return subprocess.run([str(exe), *args], check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    # Every host is this machine (ansible_connection=local): the preflight reads each one's distribution with the
+    # controller's own Python (interpreter discovery may find a pyenv shim that does not run).
+    local = ["-e", f"ansible_python_interpreter={sys.executable}"]
+    return subprocess.run([str(exe), *args, *local], check=False, cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
 
 
 def test_prod_inventory_passes_preflight_in_check_mode():

@@ -1,6 +1,6 @@
 """The node-side/controller-side split of the unit tests (tests/conftest.py) stays complete.
 
-tools/run-node-tests runs the `node` tests under Python 3.9-3.12 with only
+tools/run-node-tests runs the `node` tests under the managed hosts' Python (3.11) with only
 tools/node-tests/requirements.txt installed; these checks keep that run meaningful.
 """
 
@@ -48,7 +48,7 @@ def test_every_host_file_is_exercised_by_a_node_side_test():
     sources = conftest.node_side_sources()
     untested = sorted(n for n in sources if n not in reached and n not in NOT_IMPORTABLE and n != "triton_fleet")
     assert not untested, (
-        f"host code without a node-side unit test (so never run under Python 3.9-3.12): {untested}; "
+        f"host code without a node-side unit test (so never run under the managed hosts' Python): {untested}; "
         "import it from a test in tests/unit/, or list it in NOT_IMPORTABLE with the reason")
     stale = sorted(set(NOT_IMPORTABLE) - set(sources))
     assert not stale, f"NOT_IMPORTABLE names files that no longer exist: {stale}"

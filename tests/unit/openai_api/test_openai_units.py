@@ -171,9 +171,12 @@ def _wheelhouse_tool():
 def test_wheelhouse_markers_are_evaluated_for_the_target_python():
     tool = _wheelhouse_tool()
     lines = (GOLDEN.parents[2] / "services" / "openai_api" / "requirements.txt").read_text().splitlines()
-    for version, numpy in (("3.9", "numpy==2.0.2"), ("3.11", "numpy==2.2.6"), ("3.12", "numpy==2.2.6")):
+    lines.append('oldpin==1.0; python_version < "3.12"  # the file has no marker now: one made up here')
+    for version, numpy, old in (("3.11", "numpy==2.2.6", ["oldpin==1.0"]), ("3.12", "numpy==2.2.6", []),
+                                ("3.13", "numpy==2.2.6", [])):
         reqs = tool.resolve_markers(lines, version, "x86_64")
         assert [r for r in reqs if r.startswith("numpy")] == [numpy]
+        assert [r for r in reqs if r.startswith("oldpin")] == old
         assert all(";" not in r and "==" in r for r in reqs), reqs  # every pin exact, markers gone
         assert "tritonclient[grpc]==2.71.0" in reqs
 
