@@ -3,6 +3,7 @@
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -57,3 +58,53 @@ def test_hello_prints_a_long_stream_whole_and_succeeds(tmp_path):
 def test_hello_fails_when_the_gateway_refuses(tmp_path):
     done = _run_hello(tmp_path, "echo '{\"error\": \"unauthorized\"}'; exit 22\n")
     assert done.returncode == 22 and "unauthorized" in done.stdout
+
+
+def _lab(*args):
+    return subprocess.run([str(ROOT / "tools" / "lab"), *args], check=False, capture_output=True, text=True,
+                          timeout=30)
+
+
+def test_help_lists_every_command_with_what_it_does():
+    commands = re.findall(r"^  ([a-z]+)\) ", LAB[LAB.rindex('case "${1:-}" in'):], re.M)
+    assert len(commands) >= 7, commands
+    for flag in ("--help", "-h", "help"):
+        done = _lab(flag)
+        assert done.returncode == 0, done.stderr
+        for command in commands:
+            line = re.search(rf"^  {command} +(\S.*)$", done.stdout, re.M)
+            assert line and len(line.group(1)) > 10, (command, done.stdout)
+    wrong = _lab("bogus")
+    assert wrong.returncode == 2 and "unknown command: bogus" in wrong.stderr and "converge" in wrong.stderr
+
+
+def test_token_help_is_the_lab_tokens_own():
+    for flag in ("--help", "-h"):
+        done = _lab("token", flag)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("usage: tools/lab token [--sub NAME]"), done.stdout
+        assert "mint-jwt [-h]" not in done.stdout and "lab-user" in done.stdout and "--ttl -10m" in done.stdout
+
+
+def test_token_passes_its_options_to_mint_jwt_a_negative_ttl_included(tmp_path):
+    """The lab's token, with a stand-in issuer key: the subject, an expired lifetime and a claim as asked."""
+    import jwt
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    (tmp_path / "jwt").mkdir()
+    (tmp_path / "jwt" / "lab-1.pem").write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    functions = "".join(re.search(rf"^{name}\(\) \{{\n.*?^\}}\n", LAB, re.M | re.S).group(0)
+                        for name in ("token_usage", "token"))
+    script = f"set -euo pipefail\nROOT={ROOT}\nSTATE={tmp_path}\nlog() {{ echo \"$*\" >&2; }}\n{functions}token \"$@\"\n"
+    done = subprocess.run(["bash", "-c", script, "lab", "--ttl", "-10m", "--sub", "bob", "--claim", "tier=premium"],
+                          check=False, capture_output=True, text=True, timeout=30,
+                          # tools/mint-jwt runs on the python3 first on PATH: this one, which has pyjwt.
+                          env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    assert done.returncode == 0, done.stderr
+    claims = jwt.decode(done.stdout.strip(), options={"verify_signature": False})
+    assert claims["exp"] - claims["iat"] == -600
+    assert (claims["sub"], claims["tier"], claims["models"]) == ("bob", "premium", ["*"])
+    assert jwt.get_unverified_header(done.stdout.strip())["kid"] == "lab-1"
