@@ -80,7 +80,11 @@ options:
     type: int
     default: 1024
   runtime:
-    description: Override of the runtime choice (still checked).
+    description:
+      - Override of the runtime choice (still checked). The planner picks C(trtllm-llmapi), TensorRT-LLM's PyTorch
+        backend, on every GPU its support matrix lists (Ampere and newer); C(trtllm-engine) is the legacy TensorRT
+        engine path (TensorRT-LLM removed it after v1.3.0rc20), planned only when asked for and only with a
+        TensorRT-LLM 1.2.x image.
     type: str
     choices: [trtllm-engine, trtllm-llmapi, transformers]
   precision:
@@ -139,11 +143,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-profile: {description: The profile (single mode)., returned: single mode success, type: dict, sample: {name: qwen3-14b_a100-80gb-sxm-x1_bf16_tp1_trtllm-engine, group: gpu_a100, runtime: trtllm-engine, device: gpu, fingerprint: cbdc19e13624fab7f2735a48b0749bd534f7ce09d646c5fafa3f1f1a4c7a96f5}}
+profile: {description: The profile (single mode)., returned: single mode success, type: dict, sample: {name: qwen3-14b_a100-80gb-sxm-x1_bf16_tp1_trtllm-llmapi, group: gpu_a100, runtime: trtllm-llmapi, device: gpu, fingerprint: 0707e222762108bf0fe2756c44541b54119776e1aa8c44e936d631da220eda4a}}
 fingerprint: {description: The profile fingerprint (single mode)., returned: single mode success, type: str, sample: cbdc19e13624fab7f2735a48b0749bd534f7ce09d646c5fafa3f1f1a4c7a96f5}
-profiles: {description: Group name -> profile (fleet mode)., returned: fleet mode success, type: dict, sample: {gpu_a100: {name: qwen3-14b_a100-80gb-sxm-x1_bf16_tp1_trtllm-engine, runtime: trtllm-engine}}}
+profiles: {description: Group name -> profile (fleet mode)., returned: fleet mode success, type: dict, sample: {gpu_a100: {name: qwen3-14b_a100-80gb-sxm-x1_bf16_tp1_trtllm-llmapi, runtime: trtllm-llmapi}}}
 host_groups: {description: Host -> the group whose profile it serves (fleet mode)., returned: fleet mode, type: dict, sample: {node1: gpu_a100, node2: gpu_a100}}
-table: {description: Readable plan, one line per element., returned: success, type: list, elements: str, sample: ["runtime     trtllm-engine (A100 80GB SXM, image has TensorRT-LLM)"]}
+table: {description: Readable plan, one line per element., returned: success, type: list, elements: str, sample: ["runtime      trtllm-llmapi  image nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3 (TRT-LLM 1.2.1, CUDA 13.1, driver >= R580)"]}
 alternatives: {description: Candidates rejected, with reasons (single mode failure)., returned: failure, type: list, sample: [{precision: bf16, tp: 1, reason: "KV cache for 16 x 32768 tokens needs 96 GiB, 51 GiB free"}]}
 options: {description: What would fit instead (single mode failure)., returned: failure, type: list, sample: ["context_length 8192 at concurrency 16 fits with bf16 tp1"]}
 errors: {description: Every planning error (fleet mode failure)., returned: fleet mode failure, type: list, sample: ["group gpu_a10 is not homogeneous: node3 has 2 x A10 where node4 has 1 x A10"]}"""

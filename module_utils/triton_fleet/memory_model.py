@@ -19,6 +19,11 @@ Formulas (docs/planner.md explains each):
 - runtime reserve: CUDA context and libraries (per runtime), NCCL buffers when TP > 1, activations of one
   forward over `max_num_tokens` tokens ((3*I/TP + 4*H) * activation bytes per token, matching the transient
   peak measured on the H200 within 3 %) and fp32 logits for `max_batch_size` rows.
+- KV pool (TensorRT-LLM): `free_gpu_memory_fraction` of the memory left after weights and reserve, in whole
+  blocks of `tokens_per_block` tokens; a sequence of S tokens takes ceil(S / tokens_per_block) blocks.
+- CUDA graphs (trtllm-llmapi): TensorRT-LLM 1.2's TorchLlmArgs captures one graph per batch size of
+  `cuda_graph_config.batch_sizes` for decode-only batches, "each CUDA graph can use up to 200 MB of extra
+  memory"; the graphs are captured after the KV pool is allocated, so they live in the (1 - fraction) headroom.
 - decode roofline at batch 1: memory bandwidth / bytes read per generated token (weights of one GPU, active
   experts only for MoE, plus the KV cache of the sequence), times an efficiency factor per runtime.
 """
@@ -202,12 +207,50 @@ def runtime_reserve(m, runtime, max_num_tokens, max_batch_size, *, act_dtype="bf
             "total": ctx + nccl + acts + logits}
 
 
-def kv_capacity_tokens(memory_bytes, weights, reserve, kv_per_token, fraction=0.9):
-    """Tokens of KV cache one GPU holds: `fraction` of the memory left after weights and reserve."""
+def kv_capacity_tokens(memory_bytes, weights, reserve, kv_per_token, fraction=0.9, *, tokens_per_block=None):
+    """Tokens of KV cache one GPU holds: `fraction` of the memory left after weights and reserve.
+
+    With `tokens_per_block` (TensorRT-LLM's paged KV cache), whole blocks only.
+    """
     free = memory_bytes - weights - reserve
     if free <= 0 or kv_per_token <= 0:
         return 0
+    if tokens_per_block:
+        return int(fraction * free) // (kv_per_token * tokens_per_block) * tokens_per_block
     return int(fraction * free) // kv_per_token
+
+
+def kv_tokens_needed(sequences, seq_len, tokens_per_block=None):
+    """KV tokens `sequences` sequences of `seq_len` tokens hold (whole blocks with `tokens_per_block`)."""
+    if tokens_per_block:
+        return sequences * (-(-seq_len // tokens_per_block)) * tokens_per_block
+    return sequences * seq_len
+
+
+# TorchLlmArgs.cuda_graph_config (TensorRT-LLM 1.2.0 llm_args.py): "each CUDA graph can use up to 200 MB of
+# extra memory"; CudaGraphConfig._generate_cuda_graph_batch_sizes with enable_padding=True starts from
+# [1, 2, 4] + multiples of 8 up to 128, adds powers of two from 256 below max_batch_size, keeps those
+# <= max_batch_size and appends max_batch_size itself.
+CUDA_GRAPH_BYTES_BOUND = 200 * 1000 * 1000
+CUDA_GRAPH_PADDED_BASE = (1, 2, 4)
+CUDA_GRAPH_PADDED_STEP = 8
+CUDA_GRAPH_PADDED_STEP_UNTIL = 128
+
+
+def cuda_graph_batch_sizes(max_batch_size):
+    """The batch sizes TensorRT-LLM captures with enable_padding for this max_batch_size (its own rule)."""
+    sizes = list(CUDA_GRAPH_PADDED_BASE) + list(range(CUDA_GRAPH_PADDED_STEP, CUDA_GRAPH_PADDED_STEP_UNTIL + 1,
+                                                       CUDA_GRAPH_PADDED_STEP))
+    sizes += [2 ** i for i in range(8, math.ceil(math.log(max_batch_size, 2)))] if max_batch_size > 1 else []
+    sizes = sorted(s for s in sizes if s <= max_batch_size)
+    if not sizes or sizes[-1] != max_batch_size:
+        sizes.append(max_batch_size)
+    return sizes
+
+
+def cuda_graph_bytes(batch_sizes):
+    """Upper bound of the memory the CUDA graphs of `batch_sizes` take (upstream's 200 MB per graph)."""
+    return len(batch_sizes) * CUDA_GRAPH_BYTES_BOUND
 
 
 def max_concurrency(kv_tokens, seq_len):

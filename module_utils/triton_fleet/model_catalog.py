@@ -4,6 +4,18 @@ Built-in Qwen3 facts are those of the models' Hugging Face config.json
 (e.g. https://huggingface.co/Qwen/Qwen3-32B/blob/main/config.json, .../Qwen3-30B-A3B/..., .../Qwen3-235B-A22B/...);
 the parameter totals they give match the model cards (1.7B, 30.5B / 3.3B active, 235B / 22B active).
 
+Qwen3-2507 (QwenLM/Qwen3 README "Qwen3-2507"; model cards huggingface.co/Qwen/Qwen3-30B-A3B-Instruct-2507,
+.../Qwen3-4B-Thinking-2507): Instruct-2507 and Thinking-2507 of 4B, 30B-A3B and 235B-A22B, 262,144 tokens of
+native context. The model cards give the same layers, attention / KV heads, experts and parameter totals as the
+2504 models of the same size (4.0B / 3.6B non-embedding; 30.5B / 3.3B active / 29.9B non-embedding; 235B / 22B
+active), so the other dimensions are those of the 2504 config.json; the memory model reproduces those totals from
+them (tests/unit/test_model_catalog.py). Their official config.json files were not in the index read.
+
+`thinking` is what the model's chat template does with reasoning (docs/profile.md, `model.thinking`):
+`switchable` (original Qwen3: thinks unless `enable_thinking=False`), `never` (Instruct-2507: "supports only
+non-thinking mode and does not generate <think></think> blocks"), `always` with `template_opens_think`
+(Thinking-2507: "the default chat template automatically includes <think>", so the output holds only </think>).
+
 `qwen3-tiny` is the lab's model: random weights, Qwen3 architecture, made by the lab image build; it has no
 built-in facts and is always read from its local config.json.
 """
@@ -29,6 +41,14 @@ _BUILTIN = {
     "qwen3-32b": (64, 5120, 64, 8, 25600, False),
 }
 
+# Reasoning behaviour of a chat template: mode and whether the generation prompt already opens <think>.
+THINKING_MODES = ("switchable", "never", "always")
+SWITCHABLE = {"mode": "switchable", "template_opens_think": False}
+NEVER = {"mode": "never", "template_opens_think": False}
+ALWAYS_OPENED = {"mode": "always", "template_opens_think": True}
+# Qwen3-2507: native context 262,144 tokens (model cards); YaRN beyond it, as for Qwen3 beyond 32,768.
+CONTEXT_2507 = 262144
+
 _HF_IDS = {
     "qwen3-0.6b": "Qwen/Qwen3-0.6B", "qwen3-1.7b": "Qwen/Qwen3-1.7B", "qwen3-4b": "Qwen/Qwen3-4B",
     "qwen3-8b": "Qwen/Qwen3-8B", "qwen3-14b": "Qwen/Qwen3-14B", "qwen3-32b": "Qwen/Qwen3-32B",
@@ -39,7 +59,7 @@ MODELS = {}
 for _key, (_l, _h, _q, _kv, _i, _tied) in _BUILTIN.items():
     MODELS[_key] = dict(_QWEN3, key=_key, hf_id=_HF_IDS[_key], num_layers=_l, hidden_size=_h,
                         num_attention_heads=_q, num_kv_heads=_kv, intermediate_size=_i,
-                        tie_word_embeddings=_tied)
+                        tie_word_embeddings=_tied, thinking=dict(SWITCHABLE))
 # MoE (config.json of Qwen/Qwen3-30B-A3B and Qwen/Qwen3-235B-A22B; every layer sparse).
 MODELS["qwen3-30b-a3b"] = dict(
     _QWEN3, key="qwen3-30b-a3b", hf_id=_HF_IDS["qwen3-30b-a3b"], model_type="qwen3_moe",
@@ -51,6 +71,17 @@ MODELS["qwen3-235b-a22b"] = dict(
     architecture="Qwen3MoeForCausalLM", num_layers=94, hidden_size=4096, num_attention_heads=64,
     num_kv_heads=4, intermediate_size=12288, tie_word_embeddings=False,
     moe={"num_experts": 128, "experts_per_token": 8, "expert_intermediate_size": 1536})
+MODELS["qwen3-30b-a3b"]["thinking"] = dict(SWITCHABLE)
+MODELS["qwen3-235b-a22b"]["thinking"] = dict(SWITCHABLE)
+
+# Qwen3-2507: the architecture of the same-size 2504 model, 262,144 tokens native (no YaRN in config.json).
+_2507 = {"4b": ("qwen3-4b", "Qwen/Qwen3-4B-{}-2507"), "30b-a3b": ("qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B-{}-2507"),
+         "235b-a22b": ("qwen3-235b-a22b", "Qwen/Qwen3-235B-A22B-{}-2507")}
+for _size, (_base, _hf) in _2507.items():
+    for _variant, _thinking in (("Instruct", NEVER), ("Thinking", ALWAYS_OPENED)):
+        _key = f"qwen3-{_size}-{_variant.lower()}-2507"
+        MODELS[_key] = dict(MODELS[_base], key=_key, hf_id=_hf.format(_variant), max_position_embeddings=CONTEXT_2507,
+                            original_max_position_embeddings=CONTEXT_2507, thinking=dict(_thinking))
 
 # Models known by name whose facts come only from a local config.json.
 CONFIG_ONLY = {
@@ -134,7 +165,10 @@ def from_hf_config(cfg, key=None, hf_id=None):
     rope = cfg.get("rope_scaling")
     orig = (rope or {}).get("original_max_position_embeddings") if isinstance(rope, dict) else None
     if mtype in ("qwen3", "qwen3_moe") and not orig:
-        orig = min(32768, int(cfg["max_position_embeddings"]))
+        # Qwen3 (2504) trains 32,768 tokens and sets max_position_embeddings 40,960 (room for the output);
+        # Qwen3-2507 sets 262,144, its native length (model cards).
+        mpe = int(cfg["max_position_embeddings"])
+        orig = min(32768, mpe) if mpe <= 40960 else mpe
     qkv_bias = bool(cfg.get("attention_bias", kind["qkv_bias"])) if mtype != "qwen2" else True
     tied_default = False
     facts = {
@@ -160,15 +194,35 @@ def from_hf_config(cfg, key=None, hf_id=None):
         "moe": moe,
         "torch_dtype": cfg.get("torch_dtype") or cfg.get("dtype"),
     }
+    facts["thinking"] = thinking_of(facts["key"], hf_id, mtype)
     return facts
+
+
+def thinking_of(key, hf_id, model_type):
+    """The chat template's reasoning behaviour of a model known only by name and config.json (no built-in facts).
+
+    Qwen3-2507 names say it (`-instruct-2507`: never, `-thinking-2507`: always, opened by the template); other
+    Qwen3 / Qwen3-MoE checkpoints have the switchable template of the original Qwen3; other families never think.
+    """
+    names = " ".join(str(n).lower() for n in (key, hf_id) if n)
+    if "thinking-2507" in names:
+        return dict(ALWAYS_OPENED)
+    if "instruct-2507" in names:
+        return dict(NEVER)
+    if model_type in ("qwen3", "qwen3_moe"):
+        return dict(SWITCHABLE)
+    return dict(NEVER)
 
 
 def resolve(key, config_path=None, hf_id=None):
     """Facts for `key`: from `config_path` when given (local config.json wins), else built in."""
     if config_path:
         cfg = load_config(config_path)
-        builtin_hf = MODELS.get(str(key).lower(), {}).get("hf_id") if key else None
-        return from_hf_config(cfg, key=key or None, hf_id=hf_id or builtin_hf)
+        builtin = MODELS.get(str(key).lower(), {}) if key else {}
+        facts = from_hf_config(cfg, key=key or None, hf_id=hf_id or builtin.get("hf_id"))
+        if builtin.get("thinking"):
+            facts["thinking"] = dict(builtin["thinking"])  # a built-in model's template is known
+        return facts
     facts = get(key)
     if hf_id:
         facts["hf_id"] = hf_id

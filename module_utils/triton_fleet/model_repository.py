@@ -7,13 +7,15 @@ Every ``config.pbtxt`` is validated against Triton's ``ModelConfig`` schema befo
 
 Runtimes (docs/architecture.md):
 
-- ``trtllm-engine``: the ``inflight_batcher_llm`` layout: ``<served>`` (the ensemble),
+- ``trtllm-engine`` (legacy, only when the operator asks for it: TensorRT-LLM removed the engine backend after
+  v1.3.0rc20 and these templates with PR #15907): the ``inflight_batcher_llm`` layout: ``<served>`` (the ensemble),
   ``preprocessing``, ``tensorrt_llm`` (``backend: "tensorrtllm"``), ``postprocessing`` and, when
   asked, ``tensorrt_llm_bls``. The python models' code (``1/model.py`` of preprocessing,
   postprocessing, BLS) comes from TensorRT-LLM's ``triton_backend/all_models/inflight_batcher_llm``
   at the tag that matches the image, passed in ``options["model_files"]``.
-- ``trtllm-llmapi``: ``<served>/config.pbtxt`` + ``<served>/1/model.yaml`` (LLM API arguments);
-  ``1/model.py`` is TRT-LLM's ``all_models/llmapi/tensorrt_llm/1/model.py``, passed in ``model_files``.
+- ``trtllm-llmapi`` (the default on every GPU): ``<served>/config.pbtxt`` + ``<served>/1/model.yaml`` (LLM API
+  arguments, checked against upstream's in tests/unit/test_upstream_conformance.py); ``1/model.py`` is TRT-LLM's
+  ``all_models/llmapi/tensorrt_llm/1/model.py``, passed in ``model_files``.
 - ``transformers``: ``<served>/config.pbtxt`` + this project's python model (``model_files``).
 """
 
@@ -685,8 +687,14 @@ def _llmapi_model_yaml(profile, opts):
         "enable_chunked_prefill": profile["scheduler"]["enable_chunked_context"],
         "kv_cache_config": kv_cfg,
         "scheduler_config": {"capacity_scheduler_policy": profile["scheduler"]["batch_scheduler_policy"].upper()},
-        "triton_config": {"max_batch_size": 0, "decoupled": True},
     })
+    graphs = profile.get("cuda_graphs")
+    if graphs:
+        # TorchLlmArgs.cuda_graph_config: the planned batch sizes as they are (max_batch_size left 0, so TensorRT-LLM
+        # takes max(batch_sizes) and keeps this list instead of generating its default 1..128)
+        data["cuda_graph_config"] = {"batch_sizes": list(graphs["batch_sizes"]),
+                                     "enable_padding": graphs["enable_padding"]}
+    data["triton_config"] = {"max_batch_size": 0, "decoupled": True}
     if profile["precision"].get("dtype") in ("bfloat16", "float16"):
         data["dtype"] = profile["precision"]["dtype"]
     return "# " + _header(profile).replace("\n", "\n# ") + "\n" + to_yaml(data)

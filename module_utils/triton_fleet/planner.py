@@ -33,15 +33,18 @@ DEFAULTS = {
     "group": "adhoc", "device": "gpu",
 }
 ACT_DTYPE = {"fp32": "float32", "fp16": "float16"}
+# The smallest KV fraction the planner accepts (asked for, or left after making room for CUDA graphs).
+MIN_KV_FRACTION = 0.05
 
 
 class PlanError(ValueError):
     """An operator-facing planning failure: says what is wrong and what to do."""
 
-    def __init__(self, message, alternatives=None, options=None):
+    def __init__(self, message, alternatives=None, options=None, reasons=None):
         super().__init__(message)
         self.alternatives = alternatives or []
         self.options = options or []
+        self.reasons = reasons or []  # the choices made before nothing fitted (runtime, image)
 
 
 def gib(n):
@@ -126,6 +129,8 @@ def _image(req):
     ref = req.get("image") or DEFAULTS["image"]
     try:
         img = image_matrix.lookup(ref)
+    except image_matrix.NoTrtllmContainer as exc:
+        raise PlanError(str(exc)) from None
     except image_matrix.ImageError as exc:
         if not req.get("trtllm_version"):
             raise PlanError(str(exc)) from None
@@ -139,12 +144,50 @@ def _image(req):
 
 # ------------------------------------------------------------------------------------------- choices
 
+ARCH_NAMES = ((10, 0, "Blackwell"), (9, 0, "Hopper"), (8, 9, "Ada"), (8, 0, "Ampere"), (7, 5, "Turing"))
+
+
+def _arch(cc):
+    ccv = gpu_catalog.compute_capability_tuple(cc)
+    return next((name for major, minor, name in ARCH_NAMES if ccv >= (major, minor)), "pre-Turing")
+
+
+
+
+def default_runtime(gpu, img):
+    """(runtime, why) the planner picks for a GPU and an image when the operator names none.
+
+    The one decision used for the plan and for every option a failure names (so advice never names a runtime,
+    or a precision, the plan itself would not use). The TRT-LLM PyTorch backend (LLM API) on every GPU generation
+    its support matrix lists; the TensorRT engine path is only taken when asked for (legacy).
+    """
+    trt = img.get("trtllm")
+    if not trt:
+        return "transformers", "runtime transformers: image {} has no TensorRT-LLM".format(img["ref"])
+    cc = gpu["compute_capability"]
+    if not image_matrix.llmapi_supports(cc):
+        return "transformers", (f"runtime transformers: compute capability {cc} ({_arch(cc)}) is below 8.0; TensorRT-LLM's support "
+                                "matrix lists Ampere (SM80/SM86) and newer for its PyTorch backend (docs/compatibility.md)"
+                                )
+    why = ("runtime trtllm-llmapi: TensorRT-LLM {}'s PyTorch backend (LLM API), its default and only maintained path, "
+           "supports {} (compute capability {}; support matrix: Ampere SM80/SM86, Ada, Hopper, Blackwell); image {}"
+           .format(trt, _arch(cc), cc, img["ref"]))
+    return "trtllm-llmapi", why
+
+
+def _check_qwen3_version(m, runtime, img):
+    trt = img.get("trtllm")
+    floor = image_matrix.QWEN3_MIN_TRTLLM.get(runtime)
+    if m["model_type"].startswith("qwen3") and floor and image_matrix.version_tuple(trt) < floor:
+        raise PlanError("{} cannot serve {} with TensorRT-LLM {} (Qwen3 needs >= {} for this runtime); pin {}".format(
+            runtime, m["key"], trt, ".".join(map(str, floor)), image_matrix.PINNED))
+
+
 def _choose_runtime(req, device, gpu, img, m, *, reasons):
     want = req.get("runtime") or None
     trt = img.get("trtllm")
     if want and want not in RUNTIMES:
         raise PlanError("unknown runtime {!r}; choose one of {}".format(want, ", ".join(RUNTIMES)))
-    qwen3 = m["model_type"].startswith("qwen3")
     qwen3_moe = m.get("architecture") in QWEN3_MOE_ARCHITECTURES
     if device == "cpu":
         if want and want != "transformers":
@@ -159,42 +202,24 @@ def _choose_runtime(req, device, gpu, img, m, *, reasons):
             raise PlanError("runtime {} needs a Triton image with TensorRT-LLM (a -trtllm-python-py3 tag); {} has "
                             "none: use {} or runtime transformers".format(want, img["ref"], image_matrix.PINNED))
         if want == "trtllm-engine" and not image_matrix.engine_allowed(trt):
-            raise PlanError("runtime trtllm-engine needs TensorRT-LLM <= 1.2.x (the engine workflow was removed "
-                            "after 1.3.0rc20); {} has TensorRT-LLM {}: choose runtime trtllm-llmapi, or pin {} "
-                            "(TRT-LLM 1.2.1)".format(img["ref"], trt, image_matrix.PINNED))
-        if qwen3 and want in image_matrix.QWEN3_MIN_TRTLLM and \
-                image_matrix.version_tuple(trt) < image_matrix.QWEN3_MIN_TRTLLM[want]:
-            raise PlanError("{} cannot serve {} with TensorRT-LLM {} (Qwen3 needs >= {} for this runtime); pin {}".format(want, m["key"], trt, ".".join(map(str, image_matrix.QWEN3_MIN_TRTLLM[want])),
-                               image_matrix.PINNED))
-        reasons.append("runtime {}: operator override (checked: image {} has TensorRT-LLM {})".format(want, img["ref"], trt)
-                       if want != "transformers" else "runtime transformers: operator override")
+            raise PlanError("runtime trtllm-engine (legacy) is built only with TensorRT-LLM 1.2.x: {}; {} has "
+                            "TensorRT-LLM {}: drop the runtime override (the planner picks trtllm-llmapi), or pin {} "
+                            "(TRT-LLM 1.2.1)".format(image_matrix.ENGINE_LEGACY_WHY, img["ref"], trt, image_matrix.PINNED))
+        if want == "trtllm-llmapi" and not image_matrix.llmapi_supports(gpu["compute_capability"]):
+            raise PlanError("runtime trtllm-llmapi on compute capability {}: TensorRT-LLM's support matrix lists "
+                            "Ampere (SM80/SM86) and newer only; drop the runtime override".format(gpu["compute_capability"]))
+        _check_qwen3_version(m, want, img)
+        if want == "trtllm-engine":
+            reasons.append("runtime trtllm-engine: operator override; LEGACY: {} (image {} has TensorRT-LLM {}, the "
+                           "1.2.x this project builds engines with)".format(image_matrix.ENGINE_LEGACY_WHY, img["ref"], trt))
+        elif want == "trtllm-llmapi":
+            reasons.append("runtime trtllm-llmapi: operator override (checked: image {} has TensorRT-LLM {}, {} is "
+                           "supported)".format(img["ref"], trt, _arch(gpu["compute_capability"])))
+        else:
+            reasons.append("runtime transformers: operator override")
         return want
-    if not trt:
-        reasons.append("runtime transformers: image {} has no TensorRT-LLM".format(img["ref"]))
-        return "transformers"
-    ccv = gpu_catalog.compute_capability_tuple(gpu["compute_capability"])
-    if ccv < (7, 5):
-        reasons.append("runtime transformers: compute capability {} is below 7.5, which Triton 25.xx/26.xx "
-                       "TensorRT-LLM needs".format(gpu["compute_capability"]))
-        return "transformers"
-    if qwen3_moe:
-        rt = "trtllm-llmapi"
-        why = ("runtime trtllm-llmapi: {} is Qwen3-MoE, which TensorRT-LLM {} serves through the PyTorch backend "
-               "(its engine workflow routes Qwen3-MoE without top-k renormalisation and is listed for Hopper+ "
-               "only, docs/compatibility.md)".format(m["key"], trt))
-    elif ccv >= (8, 9):
-        rt = "trtllm-llmapi"
-        why = "runtime trtllm-llmapi: compute capability {} (Ada/Hopper/Blackwell) gets the TRT-LLM PyTorch backend".format(gpu["compute_capability"])
-    elif image_matrix.engine_allowed(trt):
-        rt = "trtllm-engine"
-        why = "runtime trtllm-engine: Ampere (compute capability {}) default, TensorRT-LLM {} still has the " \
-              "engine workflow".format(gpu["compute_capability"], trt)
-    else:
-        rt = "trtllm-llmapi"
-        why = f"runtime trtllm-llmapi: TensorRT-LLM {trt} has no engine workflow (removed after 1.3.0rc20)"
-    if qwen3 and image_matrix.version_tuple(trt) < image_matrix.QWEN3_MIN_TRTLLM[rt]:
-        raise PlanError("{} needs TensorRT-LLM >= {} for {}; {} has {}: pin {}".format(m["key"], ".".join(map(str, image_matrix.QWEN3_MIN_TRTLLM[rt])), rt, img["ref"], trt,
-                           image_matrix.PINNED))
+    rt, why = default_runtime(gpu, img)
+    _check_qwen3_version(m, rt, img)
     reasons.append(why)
     return rt
 
@@ -208,7 +233,7 @@ def _precisions(req, device, runtime, gpu):
     if want:
         if want not in allowed:
             raise PlanError("precision {} is not available with runtime {} (it loads {}){}".format(want, runtime, ", ".join(allowed),
-                               "; int8 weight-only needs runtime trtllm-engine" if want == "int8_wo" else ""))
+                               "; int8 weight-only needs the legacy runtime trtllm-engine" if want == "int8_wo" else ""))
         if want == "fp8" and not gpu["fp8"]:
             raise PlanError("precision fp8 needs FP8 tensor cores (compute capability >= 8.9: L4, L40S, H100, H200, "
                             "B200); {} is {}: use int8_wo or int4_awq, or bf16 with more GPUs".format(gpu["name"], gpu["compute_capability"]))
@@ -338,7 +363,12 @@ def _limits(context, concurrency, replicas, runtime, req):
 
 
 def evaluate(m, gpu, runtime, precision, kv_dtype, *, tp, context, concurrency, fraction, req, device="gpu", ep=1):
-    """Memory of one candidate on one GPU (or the CPU host) and whether the request fits."""
+    """Memory of one candidate on one GPU (or the CPU host) and whether the request fits.
+
+    TensorRT-LLM runtimes hold KV in whole blocks of tokens_per_block tokens. trtllm-llmapi also captures CUDA
+    graphs for the decode batch sizes up to max_batch_size after the KV pool is allocated: they must fit in the
+    headroom the KV fraction leaves, so the fraction is lowered to make room when it would not (memory_model).
+    """
     replicas = 1 if device == "cpu" else gpu["count_per_host"] // tp
     limits = _limits(context, concurrency, replicas, runtime, req)
     act = "float32" if precision == "fp32" else ("float16" if precision == "fp16" else "bfloat16")
@@ -346,19 +376,31 @@ def evaluate(m, gpu, runtime, precision, kv_dtype, *, tp, context, concurrency, 
     reserve = memory_model.runtime_reserve(m, "cpu" if device == "cpu" else runtime, limits["max_num_tokens"],
                                            limits["max_batch_size"], act_dtype=act, tp=tp)
     kv_tok = memory_model.kv_bytes_per_token(m, kv_dtype, tp)
-    need_tokens = limits["max_batch_size"] * context
+    paged = runtime.startswith("trtllm")
+    tpb = int(req.get("tokens_per_block") or DEFAULTS["tokens_per_block"]) if paged else None
+    need_tokens = memory_model.kv_tokens_needed(limits["max_batch_size"], context, tpb)
     mem = gpu["memory_bytes"]
     res = {"precision": precision, "kv_dtype": kv_dtype, "tp": tp, "ep": ep, "replicas": replicas, "limits": limits,
            "weights": w, "reserve": reserve["total"], "reserve_detail": reserve, "kv_per_token": kv_tok,
            "need_tokens": need_tokens, "need_kv_bytes": need_tokens * kv_tok, "memory": mem, "act_dtype": act,
-           "fraction": fraction}
+           "fraction": fraction, "cuda_graphs": None, "graph_bytes": 0}
     if mem is None:  # CPU host whose memory is not known: no fit check
         res.update(fits=True, capacity=need_tokens, kv_pool=need_tokens * kv_tok, unchecked=True)
         return res
-    cap = memory_model.kv_capacity_tokens(mem, w, reserve["total"], kv_tok, fraction)
     free = max(0, mem - w - reserve["total"])
-    pool = int(fraction * free) if runtime.startswith("trtllm") else need_tokens * kv_tok
-    res.update(fits=cap >= need_tokens, capacity=cap, kv_pool=pool, available_kv=int(fraction * free))
+    if runtime == "trtllm-llmapi":
+        sizes = memory_model.cuda_graph_batch_sizes(limits["max_batch_size"])
+        graphs = memory_model.cuda_graph_bytes(sizes)
+        # the largest fraction (3 decimals, rounded down) whose headroom holds the graphs
+        room = math.floor((1.0 - graphs / float(free)) * 1000) / 1000.0 if free else 0.0
+        res.update(cuda_graphs=sizes, graph_bytes=graphs, fraction=min(fraction, room), asked_fraction=fraction)
+    frac = res["fraction"]
+    if frac < MIN_KV_FRACTION:
+        res.update(fits=False, capacity=0, kv_pool=0, available_kv=0, graphs_crowd_out=True)
+        return res
+    cap = memory_model.kv_capacity_tokens(mem, w, reserve["total"], kv_tok, frac, tokens_per_block=tpb)
+    pool = int(frac * free) if paged else need_tokens * kv_tok
+    res.update(fits=cap >= need_tokens, capacity=cap, kv_pool=pool, available_kv=int(frac * free))
     return res
 
 
@@ -373,6 +415,10 @@ def _reject_reason(r, gpu, device):
     per = " per GPU" if device == "gpu" else ""
     if r["weights"] + r["reserve"] >= r["memory"]:
         return ("{} weights need {} GiB{} plus {} GiB runtime reserve: more than the {} GiB of {}".format(r["precision"], gib(r["weights"]), per, gib(r["reserve"]), gib(r["memory"]), where))
+    if r.get("graphs_crowd_out"):
+        return ("{} weights need {} GiB{} + {} GiB reserve; the CUDA graphs of batch sizes {} (up to {} GiB) leave "
+                "no room for a KV pool on {}".format(r["precision"], gib(r["weights"]), per, gib(r["reserve"]),
+                                                    r["cuda_graphs"], gib(r["graph_bytes"]), where))
     return ("{} weights need {} GiB{} + {} GiB reserve; the KV cache for {} x {} tokens needs {} GiB{} but only "
             "{} GiB is left on {} ({} tokens, {} sequences at {})".format(r["precision"], gib(r["weights"]), per, gib(r["reserve"]), r["limits"]["max_batch_size"],
                r["limits"]["max_seq_len"], gib(r["need_kv_bytes"]), per, gib(r["available_kv"]), where,
@@ -459,13 +505,10 @@ def _options(m, gpu, runtime, img, *, context, concurrency, fraction, req, tried
                    "memory_bytes": cat["memory_mib"] * gpu_catalog.MIB,
                    "compute_capability": cat["compute_capability"], "nvlink": cat["nvswitch"],
                    "bandwidth_gbs": cat["bandwidth_gbs"], "fp8": gpu_catalog.has_fp8(cat["compute_capability"])}
-            if not img.get("trtllm"):
-                rt = "transformers"
-            elif big["fp8"] or not image_matrix.engine_allowed(img.get("trtllm")):
-                rt = "trtllm-llmapi"
-            else:
-                rt = "trtllm-engine"
-            rt = req.get("runtime") or rt
+            # the runtime the plan itself would use on that GPU (an override only where it could run there)
+            rt = req.get("runtime") or default_runtime(big, img)[0]
+            if rt == "trtllm-llmapi" and not image_matrix.llmapi_supports(big["compute_capability"]):
+                continue
             chosen, _ = _auto_fit(m, big, rt, n, context=context, concurrency=concurrency, fraction=fraction,
                                   req=req, tps=[n])
             if chosen:
@@ -488,6 +531,32 @@ def _join_options(opts):
     return ", ".join(opts[:-1]) + ", or " + opts[-1]
 
 
+def _trtllm_limit_reasons(r, runtime, context, req):
+    """Why the TensorRT-LLM limits are what they are (upstream defaults: docs/compatibility.md, LLM API arguments)."""
+    lim = r["limits"]
+    chunks = ("a prompt longer than that ({} tokens at most) is prefilled in chunks of it".format(lim["max_input_len"])
+              if lim["max_num_tokens"] < lim["max_input_len"] else
+              "new prompts and running decodes share each step's budget")
+    out = ["max_num_tokens {}: tokens one forward step takes ({}); chunked prefill on (enable_chunked_prefill, off by "
+           "default upstream): {}".format(
+               lim["max_num_tokens"], "override" if req.get("max_num_tokens") else
+               "TensorRT-LLM's default 8192, or the batch's whole sequences when fewer", chunks)]
+    if runtime == "trtllm-llmapi":
+        asked = r.get("asked_fraction", r["fraction"])
+        out.append("CUDA graphs for decode batch sizes {} (cuda_graph_config, padded to the next size; TensorRT-LLM's "
+                   "own list for max_batch_size {}); up to 200 MB each = {} GiB, captured after the KV pool, in the "
+                   "headroom the KV fraction leaves".format(r["cuda_graphs"], lim["max_batch_size"],
+                                                            gib(r["graph_bytes"])))
+        if r["fraction"] < asked:
+            out.append("KV fraction {} instead of {}: the headroom ({:.0%} of the {} GiB left after weights and "
+                       "reserve) must hold the CUDA graphs".format(r["fraction"], asked, 1 - r["fraction"],
+                                                                   gib(r["memory"] - r["weights"] - r["reserve"])))
+        else:
+            out.append("KV fraction {}: free_gpu_memory_fraction of the memory left after weights and the profiled "
+                       "forward (TensorRT-LLM's default 0.9); the rest holds the CUDA graphs".format(r["fraction"]))
+    return out
+
+
 # ------------------------------------------------------------------------------------------- the plan
 
 def plan(req):
@@ -500,7 +569,7 @@ def plan(req):
     context = _int(req, "context_length", 2, "context length")
     concurrency = _int(req, "concurrency", 1, "concurrency")
     fraction = float(req.get("kv_cache_free_gpu_mem_fraction") or DEFAULTS["kv_cache_free_gpu_mem_fraction"])
-    if not 0.05 <= fraction <= 0.99:
+    if not MIN_KV_FRACTION <= fraction <= 0.99:
         raise PlanError(f"kv_cache_free_gpu_mem_fraction must be between 0.05 and 0.99, got {fraction}")
     yarn = req.get("yarn_factor")
     if yarn:
@@ -553,7 +622,7 @@ def plan(req):
             m["key"], where, context, concurrency,
             " with the override {}".format(", ".join(f"{k}={req[k]}" for k in overrides)) if overrides else "",
             why, _join_options(opts))
-        raise PlanError(msg, alternatives, opts)
+        raise PlanError(msg, alternatives, opts, reasons)
 
     # ---- the chosen candidate becomes the profile
     r = chosen
@@ -563,11 +632,16 @@ def plan(req):
     elif device == "cpu":
         reasons.append("weights fp32: CPU host, transformers runtime computes in float32")
     elif tried:
-        reasons.append("weights {}: first precision in the order bf16 > fp8 > int8_wo > int4_awq that fits "
-                       "{} x {} tokens ({} GiB per GPU)".format(precision, r["limits"]["max_batch_size"], context,
-                                                             gib(r["weights"])))
+        reasons.append("weights {}: first precision in the order {} that fits {} x {} tokens ({} GiB per GPU)".format(
+            precision, " > ".join(precisions), r["limits"]["max_batch_size"], context, gib(r["weights"])))
     else:
         reasons.append("weights {}: 16-bit weights fit with the KV cache the request needs ({} GiB per GPU)".format(precision, gib(r["weights"])))
+    if runtime == "trtllm-llmapi" and precision not in ("bf16", "fp16"):
+        reasons.append("weights {} on trtllm-llmapi: the PyTorch backend loads quantized weights from a pre-quantized "
+                       "checkpoint (TensorRT-LLM features/quantization.md, 'Running Pre-quantized Models': ModelOpt or "
+                       "AWQ/GPTQ exports); it does not quantize at load, so {}@{} must be one (e.g. Qwen's own "
+                       "-AWQ / -FP8 repositories)".format(precision, m.get("hf_id") or m["key"],
+                                                          req.get("model_revision") or DEFAULTS["model_revision"]))
     reasons.append("KV cache {}: {}".format(kv_dtype, "follows fp8 weights (Hopper recipe: FP8 weights + FP8 KV)"
                                         if kv_dtype == "fp8" and not req.get("kv_cache_dtype") else
                                         "operator override" if req.get("kv_cache_dtype") else
@@ -589,6 +663,8 @@ def plan(req):
         reasons.append("PP=1: pipeline parallelism only pays across nodes; within a host TP is used")
     if r.get("unchecked"):
         reasons.append("host memory not given: no memory fit check (pass host_memory_bytes)")
+    if runtime.startswith("trtllm"):
+        reasons.extend(_trtllm_limit_reasons(r, runtime, context, req))
     reasons.append("KV pool holds {} tokens per replica: {} concurrent sequences of {} tokens per host".format(r["capacity"], (r["capacity"] // context) * r["replicas"], context))
     if device == "gpu" and tp < gpu["count_per_host"]:
         for t in tps:
@@ -616,6 +692,8 @@ def plan(req):
     }
     if m.get("moe"):
         model["moe"] = m["moe"]
+    # the chat template's reasoning behaviour, for the OpenAI service (docs/profile.md): never re-derived there
+    model["thinking"] = dict(m.get("thinking") or model_catalog.thinking_of(m["key"], m.get("hf_id"), m["model_type"]))
     if yarn:
         model["rope_scaling"] = {"rope_type": "yarn", "factor": yarn,
                                  "original_max_position_embeddings": m.get("original_max_position_embeddings")}
@@ -635,7 +713,7 @@ def plan(req):
                      "replicas_per_host": r["replicas"], "gpu_device_ids": device_ids,
                      "launch_mode": launch_mode(runtime, tp, max(1, len(device_ids)))},
         "limits": r["limits"],
-        "kv_cache": {"free_gpu_mem_fraction": fraction, "enable_block_reuse": True,
+        "kv_cache": {"free_gpu_mem_fraction": r["fraction"], "enable_block_reuse": True,
                      "tokens_per_block": int(req.get("tokens_per_block") or DEFAULTS["tokens_per_block"])},
         "scheduler": {"batch_scheduler_policy": "guaranteed_no_evict", "enable_chunked_context": True,
                       "max_queue_delay_microseconds": 0, "max_queue_size": 0},
@@ -643,7 +721,8 @@ def plan(req):
                   "cuda": img.get("cuda"), "min_driver_branch": img.get("min_driver_branch")},
         "predicted": {
             "weights_bytes_per_gpu": r["weights"], "kv_bytes_per_gpu": r["kv_pool"],
-            "reserve_bytes_per_gpu": r["reserve"], "total_bytes_per_gpu": r["weights"] + r["reserve"] + r["kv_pool"],
+            "reserve_bytes_per_gpu": r["reserve"], "cuda_graph_bytes_per_gpu": r["graph_bytes"],
+            "total_bytes_per_gpu": r["weights"] + r["reserve"] + r["kv_pool"] + r["graph_bytes"],
             "kv_tokens_capacity": r["capacity"],
             "max_concurrency_at_max_seq_len": (r["capacity"] // context) * r["replicas"],
             "decode_tokens_per_s_bs1": round(tps_s, 1), "efficiency_factor": round(eff, 3),
@@ -653,11 +732,23 @@ def plan(req):
     }
     if m.get("moe"):
         profile["parallel"]["ep"] = ep
+    if r["cuda_graphs"]:
+        # TorchLlmArgs.cuda_graph_config: graphs for these decode batch sizes, a batch padded up to the next one
+        profile["cuda_graphs"] = {"batch_sizes": r["cuda_graphs"], "enable_padding": True}
     profile["fingerprint"] = fingerprint(profile)
     return profile
 
 
 # ------------------------------------------------------------------------------------------- display
+
+def _thinking_text(thinking):
+    if not thinking:
+        return "unknown (profile planned before model.thinking existed)"
+    return {"switchable": "switchable (thinks unless the request sets enable_thinking=false)",
+            "never": "never (the template has no reasoning turn)",
+            "always": "always" + (" (the template opens <think>; the output holds only </think>)"
+                                  if thinking.get("template_opens_think") else "")}[thinking["mode"]]
+
 
 def format_table(profile):
     """A readable multi-line summary of a profile (what preflight and tools/plan print)."""
@@ -677,8 +768,10 @@ def format_table(profile):
         ("model", "{}  {}@{}, {:.2f} B params, served as {}".format(
             p["model"]["key"], p["model"]["hf_id"] or "local config.json", p["model"]["revision"],
             p["model"]["params"] / 1e9, p["model"]["served_name"])),
+        ("thinking", _thinking_text(p["model"].get("thinking"))),
         ("hardware", hw),
-        ("runtime", "{}  image {} ({})".format(p["runtime"], img["ref"], trt)),
+        ("runtime", "{}{}  image {} ({})".format(
+            p["runtime"], f" [LEGACY: the TensorRT engine backend's last release was TensorRT-LLM {image_matrix.ENGINE_LAST_RELEASE}]" if p["runtime"] == "trtllm-engine" else "", img["ref"], trt)),
         ("precision", "weights {}, KV cache {}, compute {}".format(
             p["precision"]["weights"], p["precision"]["kv_cache"], p["precision"]["dtype"])),
         ("parallel", "TP {} x PP {}{}, {} replica(s) per host, devices {}, Triton start: {}".format(
@@ -687,8 +780,9 @@ def format_table(profile):
         ("limits", "max_seq_len {}, max_input_len {}, max_output_len {}, max_batch_size {}, max_num_tokens {}".format(
             lim["max_seq_len"], lim["max_input_len"], lim["max_output_len"], lim["max_batch_size"],
             lim["max_num_tokens"])),
-        ("memory/GPU" if p["device"] == "gpu" else "memory", "weights {} + reserve {} + KV {} = {} GiB of {}".format(
+        ("memory/GPU" if p["device"] == "gpu" else "memory", "weights {} + reserve {} + KV {}{} = {} GiB of {}".format(
             gib(pr["weights_bytes_per_gpu"]), gib(pr["reserve_bytes_per_gpu"]), gib(pr["kv_bytes_per_gpu"]),
+            " + CUDA graphs {}".format(gib(pr["cuda_graph_bytes_per_gpu"])) if pr.get("cuda_graph_bytes_per_gpu") else "",
             gib(pr["total_bytes_per_gpu"]), mem)),
         ("KV capacity", "{} tokens per replica; {} concurrent at {} tokens per host (KV fraction {})".format(
             pr["kv_tokens_capacity"], pr["max_concurrency_at_max_seq_len"], lim["max_seq_len"],
@@ -709,6 +803,9 @@ def format_table(profile):
 
 def format_failure(err):
     lines = [f"PLAN FAILED: {err}"]
+    if getattr(err, "reasons", None):
+        lines.append("why:")
+        lines += [f"  - {r}" for r in err.reasons]
     if getattr(err, "alternatives", None):
         lines.append("considered:")
         lines += ["  - {}: {}".format(a["name"], a["rejected_because"]) for a in err.alternatives]

@@ -13,6 +13,8 @@ SCHEMA_VERSION = 1
 RUNTIMES = ("trtllm-engine", "trtllm-llmapi", "transformers")
 DEVICES = ("gpu", "cpu")
 SCHEDULER_POLICIES = ("guaranteed_no_evict", "max_utilization")
+# model.thinking.mode: what the model's chat template does with reasoning (docs/profile.md).
+THINKING_MODES = ("switchable", "never", "always")
 # Model names the trtllm-engine layout uses for its own models; a served name must not clash with them.
 LAYOUT_MODEL_NAMES = ("preprocessing", "postprocessing", "tensorrt_llm", "tensorrt_llm_bls")
 
@@ -157,9 +159,50 @@ def validate(profile):
         raise ProfileError(
             "image.trtllm", "trtllm-engine needs an image with TensorRT-LLM <= 1.2.x (image.trtllm is empty)"
         )
+    _check_thinking(profile)
+    _check_cuda_graphs(profile)
     if not _FINGERPRINT.match(profile["fingerprint"]):
         raise ProfileError("fingerprint", f"must be a sha256 hex digest, got {profile['fingerprint']!r} ({WHAT_TO_DO})")
     return profile
+
+
+def _check_thinking(profile):
+    """model.thinking (absent in profiles planned before it existed): {mode, template_opens_think}."""
+    t = get(profile, "model.thinking", required=False)
+    if t is None:
+        return
+    if not isinstance(t, dict) or t.get("mode") not in THINKING_MODES:
+        raise ProfileError("model.thinking", "must be {{\"mode\": {}, \"template_opens_think\": bool}}, got {!r} ({})"
+                           .format(" | ".join(THINKING_MODES), t, WHAT_TO_DO))
+    opens = t.get("template_opens_think")
+    if not isinstance(opens, bool) or (opens and t["mode"] != "always"):
+        raise ProfileError("model.thinking.template_opens_think",
+                           f"must be a bool, true only with mode always, got {opens!r} ({WHAT_TO_DO})")
+
+
+def _check_cuda_graphs(profile):
+    """cuda_graphs (trtllm-llmapi only): the decode batch sizes TensorRT-LLM captures, ascending, up to max_batch_size."""
+    cg = get(profile, "cuda_graphs", required=False)
+    if cg is None:
+        return
+    if profile["runtime"] != "trtllm-llmapi":
+        raise ProfileError("cuda_graphs", f"is set for runtime {profile['runtime']}; only trtllm-llmapi captures them")
+    sizes = cg.get("batch_sizes") if isinstance(cg, dict) else None
+    if (not isinstance(sizes, list) or not sizes or not all(isinstance(b, int) and not isinstance(b, bool) and b >= 1
+                                                             for b in sizes) or sizes != sorted(set(sizes))):
+        raise ProfileError("cuda_graphs.batch_sizes", f"must be ascending whole numbers >= 1, got {sizes!r} ({WHAT_TO_DO})")
+    if sizes[-1] > profile["limits"]["max_batch_size"]:
+        raise ProfileError("cuda_graphs.batch_sizes", "go up to {} but limits.max_batch_size is {}".format(
+            sizes[-1], profile["limits"]["max_batch_size"]))
+    if not isinstance(cg.get("enable_padding"), bool):
+        raise ProfileError("cuda_graphs.enable_padding", f"must be a bool, got {cg.get('enable_padding')!r}")
+
+
+def thinking(profile):
+    """model.thinking: {"mode": switchable | never | always, "template_opens_think": bool} (docs/profile.md)."""
+    t = get(profile, "model.thinking")
+    _check_thinking(profile)
+    return dict(t)
 
 
 # --------------------------------------------------------------------------------------------

@@ -23,7 +23,8 @@ def test_prod_inventory_passes_preflight_in_check_mode():
                   "-e", "triton_fleet_preflight_write=false", "-e", "ansible_connection=local")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert "=== group gpu_a10" in r.stdout and "=== group gpu_a100" in r.stdout
-    assert "qwen3-14b_a100-80gb-sxm-x1_bf16_tp1_trtllm-engine" in r.stdout
+    assert "qwen3-14b_a100-80gb-sxm-x1_bf16_tp1_trtllm-llmapi" in r.stdout
+    assert "qwen3-14b_a10-x2_int4_awq_tp1_trtllm-llmapi" in r.stdout
 
 
 def test_prod_preflight_fails_before_change_when_the_model_does_not_fit():

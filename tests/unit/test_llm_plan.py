@@ -73,7 +73,7 @@ def test_fleet_mode(monkeypatch):
     assert not res.get("failed"), res.get("msg")
     assert res["host_groups"] == {"g1": "gpu_h200", "g2": "gpu_a100", "lab": "lab_cpu"}
     assert res["profiles"]["lab_cpu"]["runtime"] == "transformers"
-    assert res["profiles"]["gpu_a100"]["runtime"] == "trtllm-engine"
+    assert res["profiles"]["gpu_a100"]["runtime"] == "trtllm-llmapi"
     assert any(line.startswith("=== group gpu_h200") for line in res["table"])
 
 

@@ -90,6 +90,34 @@ def test_kv_capacity_and_concurrency():
     assert mm.kv_capacity_tokens(20 * mm.GIB, 30 * mm.GIB, 2 * mm.GIB, 163840) == 0
 
 
+def test_kv_capacity_in_whole_blocks():
+    """TensorRT-LLM's paged KV cache holds whole blocks of tokens_per_block tokens."""
+    kv = 98304  # qwen3-30b-a3b bf16, one GPU
+    pool = int(0.9 * 10 * mm.GIB)
+    cap = mm.kv_capacity_tokens(12 * mm.GIB, 1 * mm.GIB, 1 * mm.GIB, kv, 0.9, tokens_per_block=32)
+    assert cap == pool // (kv * 32) * 32 and cap % 32 == 0 and cap <= pool // kv
+    assert mm.kv_tokens_needed(4, 262144, 32) == 4 * 262144        # exact at the 2507 models' native context
+    assert mm.kv_tokens_needed(2, 1000, 32) == 2 * 1024            # a partial block is a whole block
+    assert mm.kv_tokens_needed(2, 1000) == 2000
+
+
+@pytest.mark.parametrize("max_batch_size,sizes", [
+    # TensorRT-LLM 1.2.0 CudaGraphConfig._generate_cuda_graph_batch_sizes(max_batch_size, enable_padding=True):
+    # [1, 2, 4] + 8..128 step 8, powers of two from 256 below max_batch_size, <= max_batch_size, + max_batch_size
+    (1, [1]),
+    (3, [1, 2, 3]),
+    (4, [1, 2, 4]),
+    (16, [1, 2, 4, 8, 16]),
+    (20, [1, 2, 4, 8, 16, 20]),
+    (48, [1, 2, 4, 8, 16, 24, 32, 40, 48]),
+    (300, [1, 2, 4] + list(range(8, 129, 8)) + [256, 300]),
+    (1024, [1, 2, 4] + list(range(8, 129, 8)) + [256, 512, 1024]),
+])
+def test_cuda_graph_batch_sizes_follow_upstream(max_batch_size, sizes):
+    assert mm.cuda_graph_batch_sizes(max_batch_size) == sizes
+    assert mm.cuda_graph_bytes(sizes) == len(sizes) * 200 * 10 ** 6   # "up to 200 MB of extra memory" each
+
+
 @pytest.mark.parametrize("key", ["qwen3-14b", "qwen3-32b"])
 def test_transformers_decode_speed_matches_h200_baseline(key):
     """Eager transformers bs=1 on the H200 (512-token prompt + 128 new): model within 10 %."""

@@ -103,3 +103,63 @@ def test_max_context_and_yarn():
     assert mc.max_context(m) == 40960
     assert mc.max_context(m, 4.0) == 131072
     assert mc.max_context(m, 2.0) == 65536
+
+
+# Qwen3-2507 (QwenLM/Qwen3 README; model cards of Qwen3-30B-A3B-Instruct-2507 and Qwen3-4B-Thinking-2507):
+# parameters in total / non-embedding / active, and 262,144 tokens of native context.
+CARDS_2507 = {
+    "4b": ("Qwen3-4B", 4.0e9, 3.6e9, None),
+    "30b-a3b": ("Qwen3-30B-A3B", 30.5e9, 29.9e9, 3.3e9),
+    "235b-a22b": ("Qwen3-235B-A22B", 235e9, None, 22e9),
+}
+
+
+def _close(ours, card):
+    """The cards round to the figure they print (4.0B, 30.5B, 3.3B, 22B): within 2 %."""
+    return abs(ours - card) / card < 0.02
+
+
+@pytest.mark.parametrize("size", sorted(CARDS_2507))
+@pytest.mark.parametrize("variant", ["Instruct", "Thinking"])
+def test_qwen3_2507_models_match_their_cards(size, variant):
+    name, total, non_embedding, active = CARDS_2507[size]
+    m = mc.get(f"qwen3-{size}-{variant.lower()}-2507")
+    assert m["hf_id"] == f"Qwen/{name}-{variant}-2507"
+    assert m["max_position_embeddings"] == m["original_max_position_embeddings"] == 262144
+    assert mc.max_context(m) == 262144 and mc.max_context(m, 4.0) == 1048576
+    b = mm.param_breakdown(m)
+    assert _close(b["total"], total)
+    if non_embedding:
+        assert _close(b["total"] - b["embedding"] - b["lm_head"], non_embedding)
+    if active:
+        assert _close(b["active"], active)
+
+
+@pytest.mark.parametrize("key,thinking", [
+    ("qwen3-14b", {"mode": "switchable", "template_opens_think": False}),
+    ("qwen3-30b-a3b", {"mode": "switchable", "template_opens_think": False}),
+    ("qwen3-4b-instruct-2507", {"mode": "never", "template_opens_think": False}),
+    ("qwen3-235b-a22b-instruct-2507", {"mode": "never", "template_opens_think": False}),
+    ("qwen3-30b-a3b-thinking-2507", {"mode": "always", "template_opens_think": True}),
+    ("qwen3-4b-thinking-2507", {"mode": "always", "template_opens_think": True}),
+])
+def test_thinking_behaviour_of_the_template(key, thinking):
+    assert mc.get(key)["thinking"] == thinking
+
+
+def test_thinking_of_a_local_config(tmp_path):
+    cfg = {"model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 2048,
+           "moe_intermediate_size": 768, "intermediate_size": 6144, "num_hidden_layers": 48, "num_attention_heads": 32,
+           "num_key_value_heads": 4, "head_dim": 128, "vocab_size": 151936, "max_position_embeddings": 262144,
+           "num_experts": 128, "num_experts_per_tok": 8, "tie_word_embeddings": False}
+    path = _write(tmp_path, cfg)
+    # a built-in key keeps its template's behaviour; other names are read from the name, else the model type
+    assert mc.resolve("qwen3-30b-a3b-thinking-2507", path)["thinking"]["mode"] == "always"
+    assert mc.resolve("my-qwen3-30b-a3b-instruct-2507", path)["thinking"]["mode"] == "never"
+    assert mc.resolve("x", path, hf_id="Org/Qwen3-30B-A3B-Thinking-2507-FP8")["thinking"]["template_opens_think"]
+    assert mc.resolve("my-moe", path)["thinking"]["mode"] == "switchable"
+    # 262,144 in config.json is the native length (Qwen3-2507), not 32,768 + room for the output (Qwen3)
+    assert mc.resolve("my-moe", path)["original_max_position_embeddings"] == 262144
+    llama = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+             "num_attention_heads": 4, "vocab_size": 100, "max_position_embeddings": 4096}
+    assert mc.resolve("l", _write(tmp_path, llama))["thinking"]["mode"] == "never"

@@ -30,10 +30,14 @@ MODEL_FILES = {
         "tensorrt_llm_bls/1/lib/triton_decoder.py": "# bls lib triton_decoder\n",
     },
 }
+# golden directory -> (profile fixture, options). prod-gpu_*: the planner's profiles of inventories/prod's groups
+# (tests/unit/test_prod_inventory.py keeps them current; test_upstream_conformance.py checks these goldens).
 CASES = {
     "transformers": ("lab-cpu-transformers", {}),
     "trtllm-engine": ("a100-trtllm-engine", {"bls": True, "engine_dir": "/engine"}),
     "trtllm-llmapi": ("h100-trtllm-llmapi", {}),
+    "trtllm-llmapi-prod-gpu_a10": ("prod-gpu_a10", {}),
+    "trtllm-llmapi-prod-gpu_a100": ("prod-gpu_a100", {}),
 }
 
 
@@ -41,16 +45,17 @@ def load(name):
     return json.loads((PROFILES / (name + ".json")).read_text())
 
 
-def render(runtime, **over):
-    name, opts = CASES[runtime]
-    opts = dict(opts, model_files=MODEL_FILES[runtime], **over)
-    return render_repository(load(name), opts)
+def render(case, **over):
+    name, opts = CASES[case]
+    profile = load(name)
+    opts = dict(opts, model_files=MODEL_FILES[profile["runtime"]], **over)
+    return render_repository(profile, opts)
 
 
-@pytest.mark.parametrize("runtime", sorted(CASES))
-def test_matches_golden(runtime):
-    repo = render(runtime)
-    gdir = GOLDEN / runtime
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_matches_golden(case):
+    repo = render(case)
+    gdir = GOLDEN / case
     if UPDATE:
         for path, text in repo.items():
             (gdir / path).parent.mkdir(parents=True, exist_ok=True)
@@ -61,9 +66,9 @@ def test_matches_golden(runtime):
         assert text == golden[path], path
 
 
-@pytest.mark.parametrize("runtime", sorted(CASES))
-def test_every_config_parses_and_names_match_directories(runtime):
-    repo = render(runtime)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_config_parses_and_names_match_directories(case):
+    repo = render(case)
     configs = [p for p in repo if p.endswith("config.pbtxt")]
     assert configs
     for path in configs:

@@ -21,51 +21,81 @@ def req(**kw):
 
 
 def check_contract(p):
-    assert set(p) == PROFILE_KEYS
+    # cuda_graphs: trtllm-llmapi only (TorchLlmArgs.cuda_graph_config)
+    assert set(p) == PROFILE_KEYS | ({"cuda_graphs"} if p["runtime"] == "trtllm-llmapi" else set())
     assert set(p["limits"]) == {"max_batch_size", "max_input_len", "max_seq_len", "max_num_tokens", "max_output_len",
                                 "max_beam_width"}
     assert set(p["predicted"]) == {"weights_bytes_per_gpu", "kv_bytes_per_gpu", "reserve_bytes_per_gpu",
-                                   "total_bytes_per_gpu", "kv_tokens_capacity", "max_concurrency_at_max_seq_len",
-                                   "decode_tokens_per_s_bs1", "efficiency_factor"}
+                                   "cuda_graph_bytes_per_gpu", "total_bytes_per_gpu", "kv_tokens_capacity",
+                                   "max_concurrency_at_max_seq_len", "decode_tokens_per_s_bs1", "efficiency_factor"}
+    assert p["model"]["thinking"]["mode"] in ("switchable", "never", "always")
     assert p["fingerprint"] == fingerprint(p)
     assert p["limits"]["max_input_len"] + p["limits"]["max_output_len"] == p["limits"]["max_seq_len"]
     if p["device"] == "gpu":
         assert p["predicted"]["total_bytes_per_gpu"] <= p["gpu"]["memory_bytes"]
         assert len(p["parallel"]["gpu_device_ids"]) == p["parallel"]["replicas_per_host"]
         assert p["parallel"]["tp"] * p["parallel"]["replicas_per_host"] <= p["gpu"]["count_per_host"]
-        # the KV pool holds what the request needs
-        assert p["predicted"]["kv_tokens_capacity"] >= p["limits"]["max_batch_size"] * p["limits"]["max_seq_len"]
+        # the KV pool holds what the request needs (TensorRT-LLM: in whole blocks)
+        tpb = p["kv_cache"]["tokens_per_block"] if p["runtime"].startswith("trtllm") else None
+        assert p["predicted"]["kv_tokens_capacity"] >= memory_model.kv_tokens_needed(
+            p["limits"]["max_batch_size"], p["limits"]["max_seq_len"], tpb)
+    if p["runtime"] == "trtllm-llmapi":
+        sizes = p["cuda_graphs"]["batch_sizes"]
+        assert sizes == memory_model.cuda_graph_batch_sizes(p["limits"]["max_batch_size"])
+        assert p["predicted"]["cuda_graph_bytes_per_gpu"] == len(sizes) * 200 * 10 ** 6
     assert all(isinstance(a["rejected_because"], str) and a["rejected_because"] for a in p["alternatives"])
 
 
-def test_qwen3_14b_on_1x_a10_at_8k_int8():
+def test_qwen3_14b_on_1x_a10_at_8k_is_llmapi_int4():
+    """Ampere plans on the PyTorch (LLM API) path by default; int8 weight-only is not one it loads."""
     p = plan(req(concurrency=2))
     check_contract(p)
-    assert p["precision"]["weights"] == "int8_wo" and p["runtime"] == "trtllm-engine" and p["parallel"]["tp"] == 1
+    assert (p["precision"]["weights"], p["runtime"], p["parallel"]["tp"]) == ("int4_awq", "trtllm-llmapi", 1)
+    assert p["image"]["ref"] == "nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3"
     names = {a["name"]: a["rejected_because"] for a in p["alternatives"]}
-    assert "27.5 GiB" in names["bf16 tp1 trtllm-engine"]          # why not bf16: the weights alone
+    assert "27.5 GiB" in names["bf16 tp1 trtllm-llmapi"]          # why not bf16: the weights alone
     assert "FP8" in names["fp8 (any TP)"] and "8.6" in names["fp8 (any TP)"]
-    assert any("int8_wo" in r and "first precision" in r for r in p["reasons"])
+    assert "cannot load int8_wo" in names["int8_wo (any TP)"]
+    why = " ".join(p["reasons"])
+    assert "runtime trtllm-llmapi" in why and "supports Ampere (compute capability 8.6" in why
+    assert "first precision in the order bf16 > int4_awq" in why
 
 
-def test_qwen3_14b_on_1x_a10_at_8k_more_concurrency_goes_int4():
-    p = plan(req(concurrency=8))
+def test_engine_path_only_when_asked_and_labelled_legacy():
+    p = plan(req(concurrency=2, runtime="trtllm-engine"))
     check_contract(p)
-    assert p["precision"]["weights"] == "int4_awq"
-    assert "int8_wo tp1 trtllm-engine" in {a["name"] for a in p["alternatives"]}
+    assert (p["precision"]["weights"], p["runtime"]) == ("int8_wo", "trtllm-engine")
+    assert "cuda_graphs" not in p and p["predicted"]["cuda_graph_bytes_per_gpu"] == 0
+    why = " ".join(p["reasons"])
+    assert "operator override; LEGACY" in why and "after v1.3.0rc20" in why and "PR #15907" in why
+    assert "[LEGACY: the TensorRT engine backend's last release was TensorRT-LLM 1.3.0rc20]" in \
+        "\n".join(format_table(p))
 
 
-def test_qwen3_14b_on_1x_a100_80gb_bf16_engine():
+def test_qwen3_14b_on_1x_a100_80gb_bf16_llmapi():
     p = plan(req(gpu_sku="a100-80gb-sxm", concurrency=16))
     check_contract(p)
-    assert (p["precision"]["weights"], p["precision"]["kv_cache"], p["runtime"]) == ("bf16", "bf16", "trtllm-engine")
-    assert p["name"] == "qwen3-14b_a100-80gb-sxm-x1_bf16_tp1_trtllm-engine"
+    assert (p["precision"]["weights"], p["precision"]["kv_cache"], p["runtime"]) == ("bf16", "bf16", "trtllm-llmapi")
+    assert p["name"] == "qwen3-14b_a100-80gb-sxm-x1_bf16_tp1_trtllm-llmapi"
     assert p["model"]["params"] == 14768307200
     assert p["image"] == {"ref": "nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3", "triton": "26.07",
                           "trtllm": "1.2.1", "cuda": "13.1", "min_driver_branch": 580}
     assert p["predicted"]["weights_bytes_per_gpu"] == memory_model.weight_bytes(
         __import__("triton_fleet.model_catalog").model_catalog.get("qwen3-14b"), "bf16")
     assert p["predicted"]["decode_tokens_per_s_bs1"] > 0 and 0 < p["predicted"]["efficiency_factor"] <= 1
+    assert p["cuda_graphs"] == {"batch_sizes": [1, 2, 4, 8, 16], "enable_padding": True}
+    assert p["kv_cache"]["free_gpu_mem_fraction"] == 0.9
+    assert any("supports Ampere (compute capability 8.0" in r for r in p["reasons"])
+
+
+def test_cuda_graphs_lower_the_kv_fraction_when_the_headroom_is_short():
+    """The graphs are captured after the KV pool: the (1 - fraction) headroom must hold them (200 MB each)."""
+    p = plan(req(concurrency=2, kv_cache_free_gpu_mem_fraction=0.99))
+    check_contract(p)
+    free = p["gpu"]["memory_bytes"] - p["predicted"]["weights_bytes_per_gpu"] - p["predicted"]["reserve_bytes_per_gpu"]
+    frac = p["kv_cache"]["free_gpu_mem_fraction"]
+    assert frac < 0.99 and (1 - frac) * free >= p["predicted"]["cuda_graph_bytes_per_gpu"]
+    assert any(r.startswith(f"KV fraction {frac} instead of 0.99") for r in p["reasons"])
 
 
 def test_qwen3_32b_on_2x_a100_40gb_at_32k_x8_says_what_fits():
@@ -115,6 +145,11 @@ def test_qwen3_32b_on_1x_a10_at_32k_x4_fails_with_options():
     ({"tp": 2}, ["TP=2 needs 2 GPUs, the host has 1"]),
     ({"runtime": "trtllm-llmapi", "precision": "int8_wo"}, ["int8_wo is not available with runtime trtllm-llmapi"]),
     ({"image": "nvcr.io/nvidia/tritonserver:26.10-trtllm-python-py3"}, ["not confirmed", "26.07"]),
+    # a release without a TensorRT-LLM container: no trtllm_version makes the image exist
+    ({"image": "nvcr.io/nvidia/tritonserver:26.11-trtllm-python-py3", "trtllm_version": "1.2.1"},
+     ["does not exist", "26.11 release notes", "newest release known to ship a TensorRT-LLM container is 26.09",
+      "26.07-trtllm-python-py3"]),
+    ({"image": "nvcr.io/nvidia/tritonserver:23.09-trtllm-python-py3"}, ["does not exist", "23.10"]),
     ({"yarn_factor": 4.0}, ["without it", "remove yarn_factor"]),
 ])
 def test_bad_input_is_a_clear_error(kw, words):
@@ -134,11 +169,44 @@ def test_engine_refused_with_trtllm_1_3():
     with pytest.raises(PlanError) as e:
         plan(req(gpu_sku="a100-80gb-sxm", runtime="trtllm-engine",
                  image="nvcr.io/nvidia/tritonserver:26.10-trtllm-python-py3", trtllm_version="1.3.0"))
-    assert "trtllm-engine needs TensorRT-LLM <= 1.2.x" in str(e.value) and "trtllm-llmapi" in str(e.value)
-    # without the override, Ampere falls back to the PyTorch backend and says why
+    msg = str(e.value)
+    assert "trtllm-engine (legacy) is built only with TensorRT-LLM 1.2.x" in msg
+    assert "after v1.3.0rc20" in msg and "PR #15907" in msg and "the planner picks trtllm-llmapi" in msg
+    # without the override: the PyTorch backend, as on every supported GPU
     p = plan(req(gpu_sku="a100-80gb-sxm", image="nvcr.io/nvidia/tritonserver:26.10-trtllm-python-py3",
                  trtllm_version="1.3.0"))
-    assert p["runtime"] == "trtllm-llmapi" and any("no engine workflow" in r for r in p["reasons"])
+    assert p["runtime"] == "trtllm-llmapi"
+
+
+def test_llmapi_refused_below_ampere():
+    gpu = {"model": "qwen3-4b", "gpu_sku": "a10", "gpu_compute_capability": "7.5"}  # a Turing board (gpu_facts)
+    p = plan(req(**gpu))
+    assert p["runtime"] == "transformers" and any("below 8.0" in r for r in p["reasons"])
+    with pytest.raises(PlanError, match="support matrix lists Ampere"):
+        plan(req(runtime="trtllm-llmapi", **gpu))
+
+
+def test_failure_says_which_runtime_it_tried():
+    with pytest.raises(PlanError) as e:
+        plan(req(concurrency=16))
+    assert any(r.startswith("runtime trtllm-llmapi") for r in e.value.reasons)
+    text = "\n".join(__import__("triton_fleet.planner").planner.format_failure(e.value))
+    assert "why:\n  - runtime trtllm-llmapi" in text
+
+
+def test_options_name_only_what_the_runtime_loads():
+    """The L40S case advised "an A100 (int8_wo)", which the runtime chosen for an A100 cannot load."""
+    with pytest.raises(PlanError) as e:
+        plan(req(model="qwen3-30b-a3b", gpu_sku="l40s", context_length=8192, concurrency=48))
+    assert e.value.options and not any("int8_wo" in o for o in e.value.options)
+    # every option naming another GPU plans as written
+    for opt in e.value.options:
+        m = re.fullmatch(r"an (\S+) \((\w+)\)", opt)
+        if m:
+            sku = gpu_catalog.identify(name="NVIDIA " + m.group(1))
+            ok = plan(req(model="qwen3-30b-a3b", gpu_sku=sku, context_length=8192, concurrency=48,
+                          precision=m.group(2)))
+            assert ok["precision"]["weights"] == m.group(2)
 
 
 def test_overrides_are_honoured_and_checked():
@@ -153,7 +221,7 @@ def test_more_gpus_by_tp_when_no_precision_fits_one():
     p = plan(req(model="qwen3-32b", gpu_count=4, context_length=32768, concurrency=4))
     check_contract(p)
     assert p["parallel"]["tp"] in (2, 4)
-    assert any(a["name"].endswith("tp1 trtllm-engine") for a in p["alternatives"])
+    assert any(a["name"].endswith("tp1 trtllm-llmapi") for a in p["alternatives"])
     assert any("TP=" in r and "no NVLink" in r for r in p["reasons"])
 
 
@@ -220,7 +288,7 @@ def test_fleet_plans_each_group():
     profiles, host_groups, errors = plan_fleet(hosts, GROUPS)
     assert errors == []
     assert host_groups == {"n1": "gpu_a10", "n2": "gpu_a10", "n3": "gpu_a100"}
-    assert profiles["gpu_a10"]["precision"]["weights"] == "int8_wo"
+    assert (profiles["gpu_a10"]["precision"]["weights"], profiles["gpu_a10"]["runtime"]) == ("int4_awq", "trtllm-llmapi")
     assert profiles["gpu_a100"]["precision"]["weights"] == "bf16" and profiles["gpu_a100"]["group"] == "gpu_a100"
 
 
@@ -258,7 +326,6 @@ def test_qwen3_235b_moe_on_8x_h100_fp8_spreads_experts():
     why = " ".join(p["reasons"])
     assert "EP=8: the 128 experts spread over the 8 GPUs" in why
     assert "replicates each KV head on 2 GPUs" in why
-    assert "without top-k renormalisation" in why
 
 
 def test_qwen3_30b_moe_on_1x_a100_goes_llmapi_bf16():
@@ -283,3 +350,40 @@ def test_moe_and_tp_refusals_say_why(kw, words):
         plan(req(**kw))
     for w in words:
         assert w in str(e.value), (w, str(e.value))
+
+
+# ------------------------------------------------------------------------------------ Qwen3-2507
+
+def test_qwen3_2507_plans_up_to_its_native_context():
+    p = plan(req(model="qwen3-30b-a3b-instruct-2507", gpu_sku="h100-sxm", gpu_count=2, context_length=262144,
+                 concurrency=4))
+    check_contract(p)
+    assert p["limits"]["max_seq_len"] == 262144 and "rope_scaling" not in p["model"]
+    assert p["model"]["max_position_embeddings"] == 262144
+    assert p["model"]["thinking"] == {"mode": "never", "template_opens_think": False}
+    # fp8 on H100, one GPU per replica: the KV of 2 sequences of 262,144 tokens, 2 x 48 layers x 4 KV heads x 128
+    # x 1 byte per token = 48 GiB, fits 79.6 GiB beside 29 GiB of weights; bf16 would need 48 GiB of KV beside 57
+    assert (p["precision"]["kv_cache"], p["parallel"]["tp"], p["limits"]["max_batch_size"]) == ("fp8", 1, 2)
+    assert p["predicted"]["kv_tokens_capacity"] >= 2 * 262144
+    assert p["predicted"]["kv_tokens_capacity"] * 2 * 48 * 4 * 128 <= p["predicted"]["kv_bytes_per_gpu"]
+    assert p["predicted"]["max_concurrency_at_max_seq_len"] >= 4
+
+
+def test_qwen3_2507_thinking_variant_in_the_profile():
+    p = plan(req(model="qwen3-4b-thinking-2507", gpu_sku="l4", context_length=32768, concurrency=1))
+    assert p["model"]["thinking"] == {"mode": "always", "template_opens_think": True}
+    assert "the template opens <think>" in "\n".join(format_table(p))
+
+
+def test_qwen3_2507_beyond_native_context_needs_yarn():
+    big = {"model": "qwen3-235b-a22b-thinking-2507", "gpu_sku": "b200", "gpu_count": 8, "concurrency": 1,
+           "precision": "fp8"}
+    with pytest.raises(PlanError) as e:
+        plan(req(context_length=524288, **big))
+    assert "maximum of 262144" in str(e.value) and "1048576 tokens with YaRN" in str(e.value)
+    p = plan(req(context_length=524288, yarn_factor=2.0, **big))
+    check_contract(p)
+    assert p["model"]["rope_scaling"] == {"rope_type": "yarn", "factor": 2.0,
+                                          "original_max_position_embeddings": 262144}
+    with pytest.raises(PlanError, match="fit qwen3-235b-a22b-thinking-2507 without it"):
+        plan(req(context_length=262144, yarn_factor=2.0, **big))

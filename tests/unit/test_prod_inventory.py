@@ -10,6 +10,7 @@ profile that some defaults read is planned from the inventory with the planner, 
 
 import datetime
 import json
+import os
 import re
 from pathlib import Path
 
@@ -35,6 +36,11 @@ pytestmark = pytest.mark.controller
 
 ROOT = Path(__file__).resolve().parents[2]
 PROD = ROOT / "inventories" / "prod"
+# The profiles of prod's groups, kept as fixtures: tests/unit/test_model_repository.py renders them into goldens
+# and tests/unit/test_upstream_conformance.py holds those against upstream. Regenerate after an intended planner
+# change with TRITON_FLEET_UPDATE_GOLDEN=1 (as the goldens).
+PROFILES = ROOT / "tests" / "fixtures" / "profiles"
+UPDATE = os.environ.get("TRITON_FLEET_UPDATE_GOLDEN") == "1"
 
 
 def _pem_public(key):
@@ -165,6 +171,21 @@ def test_prod_plans(fleet):
     profiles = planned_profiles(fleet)
     assert {p["gpu"]["sku"] for p in profiles.values()} == {"a10", "a100-80gb-sxm"}
     assert {p["model"]["served_name"] for p in profiles.values()} == {"qwen3-14b"}
+    by_group = {p["group"]: p for p in profiles.values()}
+    assert set(by_group) == {"gpu_a10", "gpu_a100"}
+    for group, p in sorted(by_group.items()):
+        # Ampere on the PyTorch (LLM API) path with the pinned image, not the legacy engine path
+        assert (p["runtime"], p["image"]["ref"], p["image"]["trtllm"]) == \
+            ("trtllm-llmapi", "nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3", "1.2.1"), group
+        assert p["cuda_graphs"]["batch_sizes"][-1] == p["limits"]["max_batch_size"]
+        fixture = PROFILES / f"prod-{group}.json"
+        if UPDATE:
+            fixture.write_text(json.dumps(p, indent=2, sort_keys=True) + "\n")
+        assert json.loads(fixture.read_text()) == p, (
+            f"{fixture.relative_to(ROOT)} is not what the planner plans for {group}: after an intended planner change "
+            "re-run with TRITON_FLEET_UPDATE_GOLDEN=1 and re-check the goldens")
+    assert by_group["gpu_a10"]["precision"]["weights"] == "int4_awq"   # int8 weight-only: not on the LLM API path
+    assert by_group["gpu_a100"]["precision"]["weights"] == "bf16"
 
 
 def test_every_role_of_every_host_passes_its_argument_spec(fleet):

@@ -55,6 +55,10 @@ def test_get_walks_dotted_paths():
         (lambda p: p.update(fingerprint="abc"), "fingerprint"),
         (lambda p: p["image"].pop("ref"), "image.ref"),
         (lambda p: p.update(schema_version=2), "schema_version"),
+        (lambda p: p["model"].update(thinking={"mode": "sometimes", "template_opens_think": False}), "model.thinking"),
+        (lambda p: p["model"].update(thinking={"mode": "never", "template_opens_think": True}),
+         "model.thinking.template_opens_think"),
+        (lambda p: p.update(cuda_graphs={"batch_sizes": [1], "enable_padding": True}), "cuda_graphs"),
     ],
 )
 def test_validate_names_the_bad_field(mutate, field):
@@ -64,6 +68,34 @@ def test_validate_names_the_bad_field(mutate, field):
         schema.validate(p)
     assert exc.value.field == field
     assert field in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("graphs", "field"),
+    [
+        ({"batch_sizes": [4, 2], "enable_padding": True}, "cuda_graphs.batch_sizes"),
+        ({"batch_sizes": [1, 2, 8], "enable_padding": True}, "cuda_graphs.batch_sizes"),  # past max_batch_size 4
+        ({"batch_sizes": [], "enable_padding": True}, "cuda_graphs.batch_sizes"),
+        ({"batch_sizes": [1], "enable_padding": "yes"}, "cuda_graphs.enable_padding"),
+    ],
+)
+def test_cuda_graphs_are_checked(graphs, field):
+    p = load("prod-gpu_a10")
+    assert schema.validate(p)["cuda_graphs"]["batch_sizes"] == [1, 2, 4]
+    p["cuda_graphs"] = graphs
+    with pytest.raises(schema.ProfileError) as exc:
+        schema.validate(p)
+    assert exc.value.field == field
+
+
+def test_thinking_is_read_from_the_profile():
+    assert schema.thinking(load("prod-gpu_a100")) == {"mode": "switchable", "template_opens_think": False}
+    p = plan({"model": "qwen3-4b-thinking-2507", "gpu_sku": "l4", "gpu_count": 1, "context_length": 32768,
+              "concurrency": 1})
+    assert schema.thinking(schema.validate(p)) == {"mode": "always", "template_opens_think": True}
+    with pytest.raises(schema.ProfileError, match="model.thinking") as exc:
+        schema.thinking(load("a100-trtllm-engine"))   # planned before the field existed: re-run the preflight
+    assert "preflight" in str(exc.value)
 
 
 def test_not_a_mapping():

@@ -19,10 +19,54 @@ def test_is_an_executable_python_script():
     assert PLAN.stat().st_mode & 0o111
 
 
+PINNED = "nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3"
+
+
 def test_table():
     r = run("--model", "qwen3-14b", "--gpu", "a100-80gb", "--gpus", "1", "--context", "8192", "--concurrency", "16")
     assert r.returncode == 0, r.stderr
-    assert "qwen3-14b_a100-80gb-sxm-x1_bf16_tp1_trtllm-engine" in r.stdout and "why:" in r.stdout
+    assert "qwen3-14b_a100-80gb-sxm-x1_bf16_tp1_trtllm-llmapi" in r.stdout and "why:" in r.stdout
+
+
+def test_qwen3_14b_on_a100_and_a10_prints_the_llmapi_runtime_with_the_pinned_image():
+    for gpu, concurrency in (("a100", "8"), ("a10", "4")):
+        r = run("--model", "qwen3-14b", "--gpu", gpu, "--gpus", "1", "--concurrency", concurrency)
+        assert r.returncode == 0, r.stderr
+        assert f"runtime      trtllm-llmapi  image {PINNED} (TRT-LLM 1.2.1" in r.stdout, r.stdout
+        assert "runtime trtllm-llmapi: TensorRT-LLM 1.2.1's PyTorch backend (LLM API)" in r.stdout
+        assert "supports Ampere" in r.stdout and "CUDA graphs for decode batch sizes" in r.stdout
+        assert "KV fraction" in r.stdout and "max_num_tokens 8192" in r.stdout and "chunked prefill on" in r.stdout
+
+
+def test_engine_path_on_an_image_without_it_fails_with_the_reason():
+    r = run("--model", "qwen3-14b", "--gpu", "a100", "--runtime", "trtllm-engine",
+            "--image", "nvcr.io/nvidia/tritonserver:26.10-trtllm-python-py3", "--trtllm-version", "1.3.0")
+    assert r.returncode == 2
+    assert "trtllm-engine (legacy) is built only with TensorRT-LLM 1.2.x" in r.stderr
+    assert "after v1.3.0rc20" in r.stderr and "PR #15907" in r.stderr
+    r = run("--model", "qwen3-14b", "--gpu", "a100", "--image", "nvcr.io/nvidia/tritonserver:26.11-trtllm-python-py3")
+    assert r.returncode == 2 and "26.11 release notes" in r.stderr and "26.09" in r.stderr
+    r = run("--model", "qwen3-14b", "--gpu", "a100", "--runtime", "trtllm-engine", "--concurrency", "16")
+    assert r.returncode == 0, r.stderr
+    assert "trtllm-engine [LEGACY: the TensorRT engine backend's last release was TensorRT-LLM 1.3.0rc20]" in r.stdout
+
+
+def test_qwen3_2507_plans_at_its_native_context():
+    r = run("--model", "qwen3-30b-a3b-instruct-2507", "--gpu", "h100-sxm", "--gpus", "2", "--context", "262144",
+            "--concurrency", "4", "--json")
+    assert r.returncode == 0, r.stderr
+    p = json.loads(r.stdout)
+    assert p["limits"]["max_seq_len"] == 262144 and "rope_scaling" not in p["model"]
+    assert p["model"]["thinking"] == {"mode": "never", "template_opens_think": False}
+    assert p["predicted"]["max_concurrency_at_max_seq_len"] >= 4
+
+
+def test_options_name_only_loadable_precisions():
+    """It used to advise "an A100 (int8_wo)", which its own list said the runtime cannot load."""
+    r = run("--model", "qwen3-30b-a3b", "--gpu", "l40s", "--gpus", "1", "--context", "8192", "--concurrency", "48")
+    assert r.returncode == 2 and "options:" in r.stderr
+    options = r.stderr.split("options:", 1)[1].split("\n", 1)[0]
+    assert "int8_wo" not in options and "A100-SXM4-80GB (int4_awq)" in options
 
 
 def test_json_is_the_profile():
@@ -36,6 +80,7 @@ def test_issue_example_prints_failure_with_options():
     r = run("--model", "qwen3-14b", "--gpu", "a10", "--gpus", "1", "--context", "8192", "--concurrency", "16")
     assert r.returncode == 2
     assert "does not fit 1x A10" in r.stderr and "options:" in r.stderr and "considered:" in r.stderr
+    assert "why:\n  - runtime trtllm-llmapi" in r.stderr
 
 
 def test_lab_profile():
@@ -51,6 +96,7 @@ def test_lists():
     assert r.returncode == 0 and "h200" in r.stdout and "2335" in r.stdout and "aliases:" in r.stdout
     r = run("--list-models")
     assert r.returncode == 0 and "qwen3-32b" in r.stdout and "32.762 B" in r.stdout and "qwen3-tiny" in r.stdout
+    assert "qwen3-30b-a3b-thinking-2507" in r.stdout and "always (template opens <think>)" in r.stdout
 
 
 def test_errors():

@@ -65,7 +65,7 @@ for _tp in (1, 2, 4, 8):
     PLANS[f"llmapi-dense-tp{_tp}"] = dict(model="qwen3-32b", gpu_sku="h100-sxm", gpu_count=8, tp=_tp,
                                           precision="fp8")
     PLANS[f"llmapi-moe30b-tp{_tp}"] = dict(model="qwen3-30b-a3b", gpu_sku="a100-80gb", gpu_count=8, tp=_tp)
-PLANS["engine-dense-1gpu"] = dict(model="qwen3-14b", gpu_sku="a100-80gb", gpu_count=1)
+PLANS["engine-dense-1gpu"] = dict(model="qwen3-14b", gpu_sku="a100-80gb", gpu_count=1, runtime="trtllm-engine")
 PLANS["engine-int8kv-tp2"] = dict(model="qwen3-14b", gpu_sku="a100-80gb", gpu_count=2, tp=2,
                                   runtime="trtllm-engine", kv_cache_dtype="int8", precision="int8_wo")
 PLANS["engine-fp8-h100-tp2"] = dict(model="qwen3-14b", gpu_sku="h100-sxm", gpu_count=2, tp=2,
@@ -75,6 +75,17 @@ PLANS["llmapi-moe235b-tp8-ep4"] = dict(model="qwen3-235b-a22b", gpu_sku="h100-sx
                                        precision="fp8")
 PLANS["llmapi-moe30b-1gpu"] = dict(model="qwen3-30b-a3b", gpu_sku="a100-80gb", gpu_count=1)
 PLANS["transformers-gpu"] = dict(model="qwen3-8b", gpu_sku="a100-80gb", gpu_count=2, runtime="transformers")
+# Ampere on the planner's default path (no runtime given): inventories/prod's groups and the A10 at TP 2.
+AMPERE_PLANS = {
+    "llmapi-a10-prod": dict(model="qwen3-14b", gpu_sku="a10", gpu_count=2, context_length=8192, concurrency=8,
+                            max_output_len=1024),
+    "llmapi-a100-prod": dict(model="qwen3-14b", gpu_sku="a100-80gb", gpu_count=1, context_length=8192, concurrency=16,
+                             max_output_len=1024),
+    "llmapi-a10-32b-tp2": dict(model="qwen3-32b", gpu_sku="a10", gpu_count=2, context_length=4096, concurrency=2),
+    "llmapi-a100-40gb-2507": dict(model="qwen3-30b-a3b-thinking-2507", gpu_sku="a100-40gb", gpu_count=2,
+                                  context_length=32768, concurrency=2),
+}
+PLANS.update(AMPERE_PLANS)
 
 
 @pytest.fixture(scope="module")
@@ -257,6 +268,32 @@ def test_engine_repository_without_bls_lib_is_refused(profiles):
 
 # ------------------------------------------------------------------------------- llmapi repositories
 
+def _llm_args_errors(data):
+    """What in a model.yaml (triton_config removed) LLM(**args) of TensorRT-LLM 1.2 would not take."""
+    errors = [f"model.yaml key {k!r}: LLM() does not take it (extra='forbid')"
+              for k in sorted(set(data) - set(LLM_ARGS["top_level"]) - set(LLM_ARGS["torch_fields"]))]
+    for key, sub in LLM_ARGS["nested"].items():
+        if isinstance(data.get(key), dict):
+            errors += [f"{key}.{f}: upstream's {key} has no such field" for f in sorted(set(data[key]) - set(sub))]
+    for dotted, choices in LLM_ARGS["choices"].items():
+        top, field = dotted.split(".")
+        if field in (data.get(top) or {}) and data[top][field] not in choices:
+            errors.append(f"{dotted}: {data[top][field]!r} is not one of {choices}")
+    return errors
+
+
+def _upstream_graph_sizes(max_batch_size):
+    """CudaGraphConfig's padded list as the fixture records upstream's rule (not the planner's code)."""
+    rule = LLM_ARGS["cuda_graph_config"]["generated_with_padding"]
+    sizes = list(rule["start"]) + list(range(rule["multiples_of"], rule["multiples_up_to"] + 1, rule["multiples_of"]))
+    power = rule["powers_of_two_from"]
+    while power < max_batch_size:
+        sizes.append(power)
+        power *= 2
+    sizes = sorted(x for x in sizes if x <= max_batch_size)
+    return sizes if sizes and sizes[-1] == max_batch_size else sizes + [max_batch_size]
+
+
 @pytest.mark.parametrize("name", LLMAPI_PLANS)
 def test_llmapi_repository_matches_upstream(profiles, name):
     profile = profiles[name]
@@ -273,16 +310,18 @@ def test_llmapi_repository_matches_upstream(profiles, name):
     for key in CODE["llmapi"]["triton_config_required"]:
         assert key in triton, f"upstream model.py reads triton_config[{key!r}]"
     assert set(triton) <= set(LLM_ARGS["triton_keys"]["triton_config"]["keys"])
-    unknown = sorted(set(data) - set(LLM_ARGS["top_level"]))
-    assert not unknown, f"model.yaml keys LLM() does not take (extra='forbid'): {unknown}"
-    for key, sub in LLM_ARGS["nested"].items():
-        if key in data:
-            bad = sorted(set(data[key]) - set(sub))
-            assert not bad, f"{key} fields upstream lacks: {bad}"
-    for dotted, choices in LLM_ARGS["choices"].items():
-        top, field = dotted.split(".")
-        if top in data and field in data[top]:
-            assert data[top][field] in choices, dotted
+    assert _llm_args_errors(data) == []
+    # CUDA graphs: the planned sizes are exactly the ones upstream would generate for the planned batch, given as
+    # batch_sizes alone (the validator then keeps them; both with max_batch_size must match its own list)
+    graphs = data["cuda_graph_config"]
+    assert "max_batch_size" not in graphs and graphs["enable_padding"] is True
+    assert graphs["batch_sizes"] == _upstream_graph_sizes(data["max_batch_size"])
+    assert profile["predicted"]["cuda_graph_bytes_per_gpu"] == \
+        len(graphs["batch_sizes"]) * LLM_ARGS["cuda_graph_config"]["bytes_per_graph_bound"]
+    # chunked prefill (off upstream by default) is on whenever a prompt can be longer than one step's tokens
+    if data["max_num_tokens"] < profile["limits"]["max_input_len"]:
+        assert data["enable_chunked_prefill"] is True
+    assert data["max_num_tokens"] <= LLM_ARGS["defaults"]["max_num_tokens"]
     lo, hi = LLM_ARGS["ranges"]["kv_cache_config.free_gpu_memory_fraction"]
     assert lo <= data["kv_cache_config"]["free_gpu_memory_fraction"] <= hi
     par = profile["parallel"]
@@ -292,6 +331,55 @@ def test_llmapi_repository_matches_upstream(profiles, name):
         assert data["moe_expert_parallel_size"] == par["ep"]
     else:
         assert "moe_expert_parallel_size" not in data and "ep" not in par
+
+
+def _dotted_keys(data, prefix=""):
+    out = set()
+    for key, value in data.items():
+        out.add(prefix + key)
+        if isinstance(value, dict):
+            out |= _dotted_keys(value, prefix + key + ".")
+    return out
+
+
+def test_every_model_yaml_key_for_ampere_is_in_the_fixtures(profiles):
+    """inventories/prod's A10/A100 groups and the other Ampere plans: each key they emit is one upstream declares."""
+    covered = set(LLM_ARGS["top_level"]) | set(LLM_ARGS["torch_fields"]) | {"triton_config"}
+    covered |= {f"{k}.{f}" for k, fields in LLM_ARGS["nested"].items() for f in fields}
+    covered |= {f"triton_config.{k}" for k in LLM_ARGS["triton_keys"]["triton_config"]["keys"]}
+    emitted = set()
+    for name in AMPERE_PLANS:
+        profile = profiles[name]
+        assert profile["runtime"] == "trtllm-llmapi" and profile["gpu"]["compute_capability"] in ("8.0", "8.6")
+        emitted |= _dotted_keys(yaml.safe_load(_render(profile)[f"{profile['model']['served_name']}/1/model.yaml"]))
+    assert emitted - covered == set()
+    assert {"cuda_graph_config.batch_sizes", "enable_chunked_prefill", "max_num_tokens",
+            "kv_cache_config.free_gpu_memory_fraction"} <= emitted
+
+
+GOLDEN_YAML = sorted((ROOT / "tests" / "golden" / "model_repository").glob("trtllm-llmapi*/*/1/model.yaml"))
+
+
+@pytest.mark.parametrize("path", GOLDEN_YAML, ids=lambda p: p.parts[-4])
+def test_golden_model_yaml_matches_upstream(path):
+    """The goldens (inventories/prod's A10 and A100 groups among them) held against upstream's LLM arguments."""
+    data = yaml.safe_load(path.read_text())
+    assert set(data.pop("triton_config")) <= set(LLM_ARGS["triton_keys"]["triton_config"]["keys"])
+    assert _llm_args_errors(data) == []
+    if "cuda_graph_config" in data:
+        assert data["cuda_graph_config"]["batch_sizes"] == _upstream_graph_sizes(data["max_batch_size"])
+
+
+def test_prod_goldens_exist():
+    assert {p.parts[-4] for p in GOLDEN_YAML} >= {"trtllm-llmapi-prod-gpu_a10", "trtllm-llmapi-prod-gpu_a100"}
+
+
+def test_a_wrong_model_yaml_key_is_caught():
+    """The check can fail: a key, a nested field and a choice upstream does not have."""
+    errors = _llm_args_errors({"model": "/c", "cuda_graph_batch_sizes": [1],
+                               "cuda_graph_config": {"padding": True},
+                               "scheduler_config": {"capacity_scheduler_policy": "FIFO"}})
+    assert len(errors) == 3 and "cuda_graph_batch_sizes" in errors[0]
 
 
 @pytest.mark.parametrize("name", LLMAPI_PLANS)
