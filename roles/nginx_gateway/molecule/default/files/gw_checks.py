@@ -3,12 +3,13 @@
 
   gw_checks.py burst   BASE CA TOKEN N       N quick generate calls: statuses + the first 429
   gw_checks.py sse     BASE CA TOKEN         times of the SSE events (first event vs end)
-  gw_checks.py streams BASE CA TOKEN N       N concurrent SSE streams: statuses
+  gw_checks.py streams BASE CA TOKEN N       N concurrent SSE streams: statuses + the first 429
   gw_checks.py grpc    HOST:PORT CA TOKEN    gRPC calls with / without / with a bad token
   gw_checks.py oai_burst BASE CA TOKEN N     N quick /v1/chat/completions calls: statuses + the first 429
   gw_checks.py oai_sse   BASE CA TOKEN       a streamed /v1/chat/completions: when each chunk was sent
                                              (by the stand-in) and received (here)
   gw_checks.py oai_spread BASE CA TOKEN N    N overlapping /v1 streams: the service worker port of each
+  gw_checks.py oai_streams BASE CA TOKEN N   N concurrent /v1 chat streams: statuses + the first 429
   gw_checks.py alternate BASE CA BAD GOOD N  N times a generate call with token BAD, then one with
                                              GOOD, each on a new TLS connection: statuses
 Runs on the controller with the project venv (requests, grpcio, tritonclient).
@@ -75,14 +76,18 @@ def sse(base, ca, token):
     }
 
 
-def streams(base, ca, token, n):
-    statuses = []
+def _concurrent(n, call):
+    """n calls started 0.05 s apart, each read to its end: sorted statuses and the first 429 (headers, body)."""
+    out = {"statuses": [], "first_429": None}
     lock = threading.Lock()
 
     def one():
-        r = _post(base, ca, token, "generate_stream", stream=True)
+        r = call()
         with lock:
-            statuses.append(r.status_code)
+            out["statuses"].append(r.status_code)
+            if r.status_code == 429 and out["first_429"] is None:
+                out["first_429"] = {"retry_after": r.headers.get("Retry-After"),
+                                    "request_id": r.headers.get("X-Request-ID"), "body": r.json()}
         for _ in r.iter_lines():
             pass
 
@@ -92,7 +97,18 @@ def streams(base, ca, token, n):
         time.sleep(0.05)
     for t in threads:
         t.join()
-    return {"statuses": sorted(statuses)}
+    out["statuses"].sort()
+    return out
+
+
+def streams(base, ca, token, n):
+    return _concurrent(n, lambda: _post(base, ca, token, "generate_stream", stream=True))
+
+
+def oai_streams(base, ca, token, n):
+    body = {"model": MODEL, "stream": True, "messages": [{"role": "user", "content": "in flight"}]}
+    return _concurrent(n, lambda: requests.post(base + "/v1/chat/completions", json=body, verify=ca, stream=True,
+                                                headers={"Authorization": "Bearer " + token}, timeout=30))
 
 
 def oai_burst(base, ca, token, n):
@@ -228,6 +244,8 @@ def main(argv):
         out = oai_sse(*argv[2:])
     elif cmd == "oai_spread" and len(argv) == 6:
         out = oai_spread(*argv[2:])
+    elif cmd == "oai_streams" and len(argv) == 6:
+        out = oai_streams(*argv[2:])
     elif cmd == "alternate" and len(argv) == 7:
         out = alternate(*argv[2:])
     else:

@@ -113,6 +113,7 @@ def make_tokens(d, iss, aud):
         "all_models": tok("alice", models=["*"], tier="premium"),
         "no_models": tok("alice", models=None, tier="premium"),
         "olga": tok("olga"),
+        "olivia": tok("olivia"),
         "bob": tok("bob"),
         "carol": tok("carol"),
         "victim": tok("victim"),

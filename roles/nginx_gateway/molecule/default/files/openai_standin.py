@@ -7,6 +7,10 @@ routing, and its balancing over the workers, can be tested without a model. It e
 gateway forwarded, and on which port ("port"):
 
 * GET  /v1/models: {"object": "list", "data": [...], "headers": [[name, value], ...]}
+* GET  /v1/models/<id>: the id percent-decoded as the service's web server does (Starlette's {name:path});
+  qwen3-tiny -> 200 model card, another -> 404 OpenAI error model_not_found; both with "raw_path" (the
+  request line's path as it arrived) and "id"
+* OPTIONS anything: 200 {"standin_reached": "OPTIONS"} (a CORS preflight must never get here)
 * POST /v1/chat/completions, /v1/completions: without "stream", one JSON answer with the
   headers; with "stream": true, STANDIN_EVENTS SSE chunks STANDIN_DELAY s apart, each with the
   time it was sent ("t"), then "data: [DONE]"
@@ -21,6 +25,7 @@ import os
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import unquote
 
 PORTS = [int(p) for p in os.environ.get("STANDIN_PORTS", "8090").split()]
 BIND = os.environ.get("STANDIN_BIND", "127.0.0.1")
@@ -60,11 +65,25 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         self._body()
-        if self.path.split("?")[0] == "/v1/models":
+        path = self.path.split("?")[0]
+        if path == "/v1/models":
             data = [{"id": "qwen3-tiny", "object": "model", "owned_by": "standin"}]
             self._json(200, {"object": "list", "data": data, "headers": self._headers(), "port": self._port()})
+        elif path.startswith("/v1/models/"):
+            name = unquote(path[len("/v1/models/"):])
+            seen = {"raw_path": self.path, "id": name, "headers": self._headers()}
+            if name == "qwen3-tiny":
+                self._json(200, {"id": name, "object": "model", "created": 0, "owned_by": "standin", **seen})
+            else:
+                self._json(404, {"error": {"message": f"The model {name!r} does not exist",
+                                           "type": "invalid_request_error", "param": "model",
+                                           "code": "model_not_found"}, **seen})
         else:
             self._json(200, {"standin_other": True})
+
+    def do_OPTIONS(self):
+        self._body()
+        self._json(200, {"standin_reached": "OPTIONS"})
 
     def do_POST(self):
         raw = self._body()
