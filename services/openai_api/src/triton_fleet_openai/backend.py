@@ -50,6 +50,8 @@ LOGICAL = {
     "seed": ("seed", "random_seed", "sampling_param_seed"),
     "presence_penalty": ("presence_penalty", "sampling_param_presence_penalty"),
     "frequency_penalty": ("frequency_penalty", "sampling_param_frequency_penalty"),
+    "repetition_penalty": ("repetition_penalty", "sampling_param_repetition_penalty"),
+    "min_p": ("min_p", "sampling_param_min_p"),
     "exclude_input": ("exclude_input_in_output", "sampling_param_exclude_input_from_output"),
     "return_finish_reason": ("return_finish_reason",),
 }
@@ -375,7 +377,10 @@ class Pool:
             except Exception as exc:
                 last = exc
                 self.mark_failed(node)
-        raise APIError(503, f"no Triton node answered for model {self.model!r}: {last}", code="upstream_unavailable")
+        raise APIError(
+            503, "no model server answered for this model; retry shortly", code="upstream_unavailable",
+            detail=f"no Triton node answered ModelConfig for {self.model!r}: {last}",
+        )
 
     async def ready(self) -> dict[str, bool]:
         out = {}
@@ -478,10 +483,18 @@ class Upstream:
                         opened = pool._open(node, self.fields, self.request_id, fresh=fresh)
                     async for response in opened:
                         if response.error_message:
-                            # Before any token it is this request's fault (the runtime validates each request);
-                            # after, the generation broke.
-                            status = 502 if produced else 400
-                            raise APIError(status, f"Triton: {response.error_message}", code="upstream_error")
+                            # Before any token it is this request's fault (the runtime validates each request):
+                            # the runtime's message says what to change. After, the generation broke: the
+                            # client gets a stable message, the log the runtime's.
+                            detail = f"Triton node {node.url}: {response.error_message}"
+                            if produced:
+                                raise APIError(
+                                    502, "the model server failed while generating this response",
+                                    code="upstream_error", detail=detail,
+                                )
+                            raise APIError(
+                                400, f"Triton: {response.error_message}", code="upstream_error", detail=detail
+                            )
                         if not response.infer_response.outputs:
                             continue  # an empty final response: the request's end
                         piece = _decode_piece(response.infer_response)
@@ -505,7 +518,8 @@ class Upstream:
                         last_error = exc
                         if produced:
                             raise APIError(
-                                502, f"Triton node {node.url} failed mid-stream: {exc}", code="upstream_failed"
+                                502, "the model server failed mid-stream; the response is incomplete",
+                                code="upstream_failed", detail=f"Triton node {node.url} failed mid-stream: {exc}",
                             ) from exc
                 finally:
                     if opened is not None:
@@ -514,7 +528,10 @@ class Upstream:
                 if not retry:
                     break
                 fresh = True
-        raise APIError(503, f"no Triton node could take the request: {last_error}", code="upstream_unavailable")
+        raise APIError(
+            503, "no model server could take the request; retry shortly", code="upstream_unavailable",
+            detail=f"no Triton node could take the request: {last_error}",
+        )
 
 
 def read_drain_file(path: str) -> list[str]:

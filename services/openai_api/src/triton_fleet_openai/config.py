@@ -3,7 +3,9 @@
 import json
 from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+
+from . import sampling
 
 
 class ModelInfo(BaseModel):
@@ -15,7 +17,27 @@ class ModelInfo(BaseModel):
     max_input_len: int = Field(ge=1)
     max_output_len: int = Field(ge=1)
     fingerprint: str = ""
-    created: int = 0
+    # The model card's "created" (Unix seconds): the role renders the served checkpoint's time (the mtime of
+    # its tokenizer.json on the serving host); 0 where none is known.
+    created: int = Field(default=0, ge=0)
+    # The served checkpoint's generation_config.json as the role fetched it ({} without one) and the operator's
+    # per-parameter overrides: sampling.resolve makes the defaults of requests from them (``sampling``).
+    generation_config: dict[str, Any] = Field(default_factory=dict)
+    sampling_defaults: dict[str, Any] = Field(default_factory=dict)
+    _sampling: dict = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _resolve_sampling(self):
+        try:
+            self._sampling = sampling.resolve(self.generation_config, self.sampling_defaults)
+        except sampling.SamplingConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    @property
+    def sampling(self) -> dict:
+        """The sampling parameters filled into a request that leaves them out (sampling.py)."""
+        return dict(self._sampling)
 
 
 class Settings(BaseModel):

@@ -2,7 +2,11 @@
 
 Every model forbids unknown fields: a parameter this server does not implement is refused, never
 silently ignored. Parameters that exist in OpenAI's API but are not implemented here are accepted
-by the model only to be refused with a clear message in :func:`check_unsupported`.
+by the model only to be refused with a clear message in :func:`check_unsupported`; docs/openai-api.md has
+the table of every field and what this server does with it.
+
+The models are strict, as OpenAI is: ``max_tokens`` as ``"4"``, ``4.0`` or ``true`` is refused, not read as 4
+or 1 (pydantic's lax mode would); a float field still takes an integer (``temperature: 1``), as OpenAI's does.
 """
 
 from typing import Any, Literal, Optional, Union
@@ -10,10 +14,14 @@ from typing import Any, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import APIError, invalid, unsupported
+from .request_body import param_path
+
+# INT32 is the narrowest tensor a runtime reads an integer sampling parameter into (top_k).
+INT32_MAX = 2**31 - 1
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class TextPart(_Strict):
@@ -38,11 +46,19 @@ class Message(_Strict):
     name: Optional[str] = None
     tool_calls: Optional[list[ToolCall]] = None
     tool_call_id: Optional[str] = None
+    # The reasoning of an assistant turn sent back: vLLM's current name and its older one (which this server
+    # also emits); either is accepted (conversation.py).
     reasoning_content: Optional[str] = None
+    reasoning: Optional[str] = None
+    # What an OpenAI SDK's response message carries when it is sent back whole (message.model_dump()).
+    refusal: Optional[str] = None
+    annotations: Optional[list[Any]] = None
+    audio: Optional[Any] = None
+    function_call: Optional[Any] = None
 
 
 class FunctionDef(_Strict):
-    name: str = Field(min_length=1, max_length=64)
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
     description: Optional[str] = None
     parameters: Optional[dict[str, Any]] = None
     strict: Optional[bool] = None
@@ -64,10 +80,18 @@ class NamedToolChoice(_Strict):
 
 class StreamOptions(_Strict):
     include_usage: bool = False
+    # OpenAI pads stream chunks against side channels when this is true (its default); this server adds no
+    # padding either way: accepted so that clients that send it work.
+    include_obfuscation: Optional[bool] = None
 
 
 class ResponseFormat(_Strict):
     type: str
+
+
+class PredictionContent(_Strict):
+    type: Literal["content"]
+    content: Union[str, list[TextPart]]
 
 
 class _Sampling(_Strict):
@@ -77,12 +101,15 @@ class _Sampling(_Strict):
     max_tokens: Optional[int] = Field(default=None, ge=1)
     temperature: Optional[float] = Field(default=None, ge=0.0, le=2.0)
     top_p: Optional[float] = Field(default=None, gt=0.0, le=1.0)
-    top_k: Optional[int] = Field(default=None, ge=-1)
+    # vLLM's extensions: top_k (-1 = off), min_p, repetition_penalty
+    top_k: Optional[int] = Field(default=None, ge=-1, le=INT32_MAX)
+    min_p: Optional[float] = Field(default=None, ge=0.0, le=1.0)
+    repetition_penalty: Optional[float] = Field(default=None, gt=0.0, le=2.0)
     stop: Optional[Union[str, list[str]]] = None
     seed: Optional[int] = Field(default=None, ge=0, le=2**63 - 1)
     presence_penalty: Optional[float] = Field(default=None, ge=-2.0, le=2.0)
     frequency_penalty: Optional[float] = Field(default=None, ge=-2.0, le=2.0)
-    n: Optional[int] = Field(default=None, ge=1)
+    n: Optional[int] = Field(default=None, ge=1, le=128)
     logit_bias: Optional[dict[str, float]] = None
     user: Optional[str] = None
 
@@ -95,8 +122,25 @@ class ChatRequest(_Sampling):
     parallel_tool_calls: Optional[bool] = None
     chat_template_kwargs: Optional[dict[str, Any]] = None
     logprobs: Optional[bool] = None
-    top_logprobs: Optional[int] = None
+    top_logprobs: Optional[int] = Field(default=None, ge=0, le=20)
     response_format: Optional[ResponseFormat] = None
+    # Accepted, not changing generation (docs/openai-api.md, "Parameters"):
+    store: Optional[bool] = None
+    metadata: Optional[dict[str, str]] = None
+    service_tier: Optional[Literal["auto", "default", "flex", "scale", "priority"]] = None
+    # Kept on the request for routing by prompt prefix (not used for routing yet): a string, as OpenAI's.
+    prompt_cache_key: Optional[str] = None
+    prompt_cache_retention: Optional[Literal["in-memory", "24h"]] = None
+    safety_identifier: Optional[str] = None
+    reasoning_effort: Optional[Literal["none", "minimal", "low", "medium", "high"]] = None
+    verbosity: Optional[Literal["low", "medium", "high"]] = None
+    modalities: Optional[list[Literal["text", "audio"]]] = None
+    prediction: Optional[PredictionContent] = None
+    # Refused unless null (check_unsupported says why)
+    audio: Optional[Any] = None
+    functions: Optional[Any] = None
+    function_call: Optional[Any] = None
+    web_search_options: Optional[Any] = None
     # extension: the operator's server tools this request wants (server_tools.py); others may be attached by model
     server_tools: Optional[list[str]] = None
 
@@ -104,25 +148,34 @@ class ChatRequest(_Sampling):
 class CompletionRequest(_Sampling):
     prompt: Union[str, list[str]]
     echo: Optional[bool] = None
-    logprobs: Optional[int] = None
+    logprobs: Optional[int] = Field(default=None, ge=0, le=5)
     suffix: Optional[str] = None
-    best_of: Optional[int] = None
+    best_of: Optional[int] = Field(default=None, ge=1, le=20)
 
 
 # Template switches a client may set through chat_template_kwargs (as vLLM accepts them).
 TEMPLATE_KWARGS = {"enable_thinking": bool}
 MAX_STOP_STRINGS = 16
+# OpenAI's limits on metadata: 16 pairs, keys up to 64 characters, values up to 512.
+METADATA_PAIRS, METADATA_KEY_CHARS, METADATA_VALUE_CHARS = 16, 64, 512
+# reasoning_effort on Qwen3's one switch: no or minimal effort is thinking off, any other is thinking on.
+THINKING_BY_EFFORT = {"none": False, "minimal": False, "low": True, "medium": True, "high": True}
 
 
 def parse(model_cls, data):
     """``model_cls`` from the decoded JSON body, or an APIError naming the first bad parameter."""
     if not isinstance(data, dict):
         raise APIError(400, "the request body must be a JSON object", code="invalid_body")
+    if model_cls is CompletionRequest:
+        _check_prompt_shape(data.get("prompt"))
     try:
         return model_cls.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        param = ".".join(str(p) for p in err.get("loc", ()) if not str(p).startswith("function-"))
+        loc = [p for p in err.get("loc", ()) if not (isinstance(p, str) and p.startswith("function-"))]
+        # A union's members show in the location (str, list[...], tagged choices): the parameter is the field.
+        loc = [p for p in loc if not (isinstance(p, str) and ("[" in p or p in _UNION_TAGS))]
+        param = param_path(loc)
         if err.get("type") == "extra_forbidden":
             raise APIError(
                 400,
@@ -137,6 +190,16 @@ def parse(model_cls, data):
         raise APIError(400, f"invalid value for {param}: {err.get('msg')}", param=param, code="invalid_value") from exc
 
 
+# The names pydantic gives a union's members in an error's location (besides "list[str]"-like ones).
+_UNION_TAGS = {"str", "int", "float", "bool", "NamedToolChoice", "TextPart"}
+
+
+def _check_prompt_shape(prompt) -> None:
+    """A completions prompt of token ids (OpenAI accepts them) gets its own message, not a union's errors."""
+    if isinstance(prompt, list) and prompt and not all(isinstance(p, str) for p in prompt):
+        raise unsupported("prompt", "token-id prompts are not taken; send the prompt as text")
+
+
 def stop_list(req) -> list[str]:
     if req.stop is None:
         return []
@@ -148,62 +211,117 @@ def stop_list(req) -> list[str]:
     return stops
 
 
+def template_kwargs(req: "ChatRequest") -> dict:
+    """The chat template's switches: ``chat_template_kwargs`` with ``reasoning_effort`` applied to
+    ``enable_thinking``; the two naming different settings is a 400."""
+    kwargs = dict(req.chat_template_kwargs or {})
+    if req.reasoning_effort is None:
+        return kwargs
+    thinking = THINKING_BY_EFFORT[req.reasoning_effort]
+    explicit = kwargs.get("enable_thinking")
+    if explicit is not None and explicit is not thinking:
+        raise invalid(
+            "reasoning_effort",
+            f"reasoning_effort {req.reasoning_effort!r} turns thinking {'on' if thinking else 'off'}, "
+            f"chat_template_kwargs.enable_thinking turns it {'on' if explicit else 'off'}: send one of them",
+        )
+    kwargs["enable_thinking"] = thinking
+    return kwargs
+
+
 def check_unsupported(req, runtime_params) -> None:
     """Refuse what the request asks that neither this server nor the runtime can do."""
     if req.n is not None and req.n > 1:
         raise unsupported("n", "one choice per request (n=1); send several requests instead")
     if req.logit_bias:
         raise unsupported("logit_bias", "the Triton runtimes here take no logit bias")
-    for name in ("presence_penalty", "frequency_penalty"):
+    for name in ("presence_penalty", "frequency_penalty", "repetition_penalty", "min_p"):
         value = getattr(req, name)
-        if value not in (None, 0, 0.0) and name not in runtime_params:
+        neutral = (None, 1, 1.0) if name == "repetition_penalty" else (None, 0, 0.0)
+        if value not in neutral and name not in runtime_params:
             raise unsupported(name, "the serving runtime of this model has no such input")
+    if req.stream_options is not None and not req.stream:
+        raise invalid("stream_options", "stream_options is only allowed when stream is true")
     if isinstance(req, ChatRequest):
-        if req.logprobs:
-            raise unsupported("logprobs", "log probabilities are not returned by this server")
-        if req.top_logprobs:
-            raise unsupported("top_logprobs", "log probabilities are not returned by this server")
-        if req.response_format is not None and req.response_format.type != "text":
-            raise unsupported("response_format", f"type {req.response_format.type!r}: only 'text' (no guided decoding)")
-        for key, value in (req.chat_template_kwargs or {}).items():
-            kind = TEMPLATE_KWARGS.get(key)
-            if kind is None:
-                raise unsupported(f"chat_template_kwargs.{key}", "accepted keys: " + ", ".join(sorted(TEMPLATE_KWARGS)))
-            if not isinstance(value, kind):
-                raise invalid(f"chat_template_kwargs.{key}", f"must be a {kind.__name__}")
-        if req.tool_choice is not None and req.tool_choice != "none" and not req.tools:
-            raise invalid("tool_choice", "tool_choice needs tools")
-        if isinstance(req.tool_choice, NamedToolChoice):
-            names = [t.function.name for t in req.tools or []]
-            if req.tool_choice.function.name not in names:
-                raise invalid(
-                    "tool_choice",
-                    f"function {req.tool_choice.function.name!r} is not among the tools ({', '.join(names)})",
-                )
-        for i, m in enumerate(req.messages):
-            if isinstance(m.content, list):
-                for j, part in enumerate(m.content):
-                    if part.get("type") != "text" or not isinstance(part.get("text"), str):
-                        raise unsupported(f"messages[{i}].content[{j}]", "only text parts (the model reads text)")
-            if m.role == "tool" and not m.tool_call_id:
-                raise invalid(f"messages[{i}].tool_call_id", "a tool message needs the tool_call_id it answers")
-            if m.role != "assistant" and m.tool_calls:
-                raise invalid(f"messages[{i}].tool_calls", "only assistant messages carry tool_calls")
-            if m.content is None and not (m.role == "assistant" and m.tool_calls):
-                raise invalid(
-                    f"messages[{i}].content", "content is required (null only for an assistant turn with tool_calls)"
-                )
+        _check_chat(req)
     else:
-        if req.echo:
-            raise unsupported("echo", "the prompt is not echoed")
-        if req.logprobs:
-            raise unsupported("logprobs", "log probabilities are not returned by this server")
-        if req.suffix:
-            raise unsupported("suffix", "no fill-in-the-middle")
-        if req.best_of is not None and req.best_of > 1:
-            raise unsupported("best_of", "one sequence per request")
-        if isinstance(req.prompt, list) and len(req.prompt) != 1:
-            raise unsupported("prompt", "one prompt per request (a list of exactly one string)")
+        _check_completion(req)
+
+
+def _check_chat(req: ChatRequest) -> None:
+    from .conversation import check_messages
+
+    if req.logprobs:
+        raise unsupported("logprobs", "log probabilities are not returned by this server")
+    if req.top_logprobs:
+        raise unsupported("top_logprobs", "log probabilities are not returned by this server")
+    if req.response_format is not None and req.response_format.type != "text":
+        raise unsupported("response_format", f"type {req.response_format.type!r}: only 'text' (no guided decoding)")
+    for key, value in (req.chat_template_kwargs or {}).items():
+        kind = TEMPLATE_KWARGS.get(key)
+        if kind is None:
+            raise unsupported(f"chat_template_kwargs.{key}", "accepted keys: " + ", ".join(sorted(TEMPLATE_KWARGS)))
+        if not isinstance(value, kind):
+            raise invalid(f"chat_template_kwargs.{key}", f"must be a {kind.__name__}")
+    template_kwargs(req)  # reasoning_effort against enable_thinking
+    if req.tool_choice is not None and req.tool_choice != "none" and not req.tools:
+        raise invalid("tool_choice", "tool_choice needs tools")
+    if req.parallel_tool_calls is not None and not (req.tools or req.server_tools):
+        raise invalid("parallel_tool_calls", "parallel_tool_calls is only allowed when tools are specified")
+    if isinstance(req.tool_choice, NamedToolChoice):
+        names = [t.function.name for t in req.tools or []]
+        if req.tool_choice.function.name not in names:
+            raise invalid(
+                "tool_choice",
+                f"function {req.tool_choice.function.name!r} is not among the tools ({', '.join(names)})",
+            )
+    _check_accepted_fields(req)
+    check_messages(req.messages)
+
+
+def _check_accepted_fields(req: ChatRequest) -> None:
+    """The fields clients send that change nothing here, or would be a lie to accept."""
+    if req.store:
+        raise unsupported("store", "nothing is stored (send store: false or leave it out)")
+    if req.metadata is not None:
+        if len(req.metadata) > METADATA_PAIRS:
+            raise invalid("metadata", f"at most {METADATA_PAIRS} key-value pairs, got {len(req.metadata)}")
+        for key, value in req.metadata.items():
+            if len(key) > METADATA_KEY_CHARS:
+                raise invalid(
+                    "metadata", f"metadata keys have at most {METADATA_KEY_CHARS} characters, {key[:20]!r}... has {len(key)}"
+                )
+            if len(value) > METADATA_VALUE_CHARS:
+                raise invalid(
+                    "metadata", f"metadata values have at most {METADATA_VALUE_CHARS} characters, {key!r}'s has {len(value)}"
+                )
+    if req.service_tier not in (None, "auto", "default"):
+        raise unsupported("service_tier", f"{req.service_tier!r}: this server has one tier ('auto' or 'default')")
+    if req.verbosity not in (None, "medium"):
+        raise unsupported("verbosity", "Qwen3 has no verbosity control ('medium', the default, is accepted)")
+    if req.modalities is not None and "audio" in req.modalities:
+        raise unsupported("modalities", "text output only")
+    if req.audio is not None:
+        raise unsupported("audio", "text output only")
+    if req.functions is not None:
+        raise unsupported("functions", "the deprecated functions API; send tools")
+    if req.function_call is not None:
+        raise unsupported("function_call", "the deprecated functions API; send tool_choice")
+    if req.web_search_options is not None:
+        raise unsupported("web_search_options", "this server searches nothing (server tools are the operator's)")
+
+
+def _check_completion(req: CompletionRequest) -> None:
+    if req.echo:
+        raise unsupported("echo", "the prompt is not echoed")
+    if req.logprobs:
+        raise unsupported("logprobs", "log probabilities are not returned by this server")
+    if req.suffix:
+        raise unsupported("suffix", "no fill-in-the-middle")
+    if req.best_of is not None and req.best_of > 1:
+        raise unsupported("best_of", "one sequence per request")
+    if isinstance(req.prompt, list) and len(req.prompt) != 1:
+        raise unsupported("prompt", "one prompt per request (a list of exactly one string)")
 
 
 def template_messages(req: ChatRequest) -> list[dict]:
@@ -213,6 +331,8 @@ def template_messages(req: ChatRequest) -> list[dict]:
         content = m.content
         if isinstance(content, list):
             content = "".join(p["text"] for p in content)
+        if content is None and m.refusal is not None:
+            content = m.refusal  # what the assistant said, in OpenAI's refusal field
         msg = {"role": "system" if m.role == "developer" else m.role, "content": content if content is not None else ""}
         if m.tool_calls:
             msg["tool_calls"] = [
@@ -227,7 +347,8 @@ def template_messages(req: ChatRequest) -> list[dict]:
             msg["tool_call_id"] = m.tool_call_id
         if m.name:
             msg["name"] = m.name
-        if m.reasoning_content is not None:
-            msg["reasoning_content"] = m.reasoning_content
+        reasoning = m.reasoning_content if m.reasoning_content is not None else m.reasoning
+        if reasoning is not None:
+            msg["reasoning_content"] = reasoning
         out.append(msg)
     return out

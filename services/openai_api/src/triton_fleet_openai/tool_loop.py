@@ -153,7 +153,8 @@ class ToolLoop:
                 end = value
         message: dict = {"role": "assistant", "content": "".join(content) if content or not calls else None}
         if reasoning:
-            message["reasoning_content"] = "".join(reasoning)
+            # vLLM's current name and its older one (DeepSeek's), as the chat handler sends them
+            message["reasoning"] = message["reasoning_content"] = "".join(reasoning)
         if calls:
             message["tool_calls"] = [
                 {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
