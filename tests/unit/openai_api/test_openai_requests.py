@@ -119,7 +119,7 @@ RAW_BODIES = [
     ("a lone surrogate in stop", b'{"model": "qwen3-tiny", "messages": [{"role": "user", "content": "Hi"}], '
      b'"stop": ["x", "\\ud800"]}', "stop[1]", "invalid_value"),
     ("a lone surrogate in a key", b'{"model": "qwen3-tiny", "messages": [{"role": "user", "content": "Hi"}], '
-     b'"metadata": {"\\udfff": "v"}}', None, "invalid_value"),
+     b'"metadata": {"\\udfff": "v"}}', "metadata.\udfff", "invalid_value"),  # read back as the key sent
     ("a lone surrogate in the model", b'{"model": "\\ud800", "messages": [{"role": "user", "content": "Hi"}]}',
      "model", "invalid_value"),
 ]
@@ -231,6 +231,13 @@ REFUSED = [
         {"role": "tool", "tool_call_id": "call_a", "content": "21 C"}, {"role": "user", "content": "and?"},
         {"role": "tool", "tool_call_id": "call_a", "content": "21 C"}], "tools": [WEATHER]},
      "messages[4].role"),
+    ("a call answered twice", {"messages": [
+        {"role": "user", "content": "Weather?"}, {"role": "assistant", "content": None, "tool_calls": [CALL]},
+        {"role": "tool", "tool_call_id": "call_a", "content": "21 C"},
+        {"role": "tool", "tool_call_id": "call_a", "content": "22 C"}], "tools": [WEATHER]},
+     "messages[3].tool_call_id"),
+    ("structured outputs", {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}},
+     "response_format"),
     ("a call left unanswered", {"messages": [
         {"role": "user", "content": "Weather?"}, {"role": "assistant", "content": None, "tool_calls": [CALL]},
         {"role": "user", "content": "never mind"}], "tools": [WEATHER]},
@@ -262,7 +269,7 @@ def test_completions_are_strict_too(srv):
 # --- item 5: what clients send ---------------------------------------------------------------------------------
 
 ACCEPTED = [
-    {"store": False}, {"store": None},
+    {"store": False}, {"store": None}, {"stream": None},
     {"metadata": {"team": "search", "k" * 64: "v" * 512}},
     {"service_tier": "auto"}, {"service_tier": "default"},
     {"reasoning_effort": "low"}, {"reasoning_effort": "medium"}, {"reasoning_effort": "high"},

@@ -118,6 +118,15 @@ def _sse(data) -> bytes:
     return b"data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n\n"
 
 
+class ErrorResponse(JSONResponse):
+    """An error object written with JSON's escapes for anything outside ASCII: a parameter naming a key that holds
+    a lone surrogate (request_body.py) cannot be written as UTF-8, and the client reads the escape back as the
+    key it sent."""
+
+    def render(self, content) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
 def _error_event(exc: Exception, request_id: str) -> bytes:
     """A failure once a stream has begun: OpenAI's error object as an SSE event (the openai SDK raises it),
     with a stable message for a server-side one; what happened goes to the log under the request id."""
@@ -355,7 +364,7 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
         request_id = request.headers.get("x-request-id", "")
         if request_id:
             headers["x-request-id"] = request_id
-        return JSONResponse(exc.report(request_id, log), status_code=exc.status, headers=headers)
+        return ErrorResponse(exc.report(request_id, log), status_code=exc.status, headers=headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception):
@@ -363,7 +372,7 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
         request_id = request.headers.get("x-request-id", "")
         err = internal_error(exc)
         headers = {"x-request-id": request_id} if request_id else {}
-        return JSONResponse(err.report(request_id, log), status_code=err.status, headers=headers)
+        return ErrorResponse(err.report(request_id, log), status_code=err.status, headers=headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException):
@@ -371,7 +380,7 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
             404: f"no such endpoint: {request.method} {request.url.path}",
             405: f"method {request.method} is not allowed on {request.url.path}",
         }.get(exc.status_code, str(exc.detail))
-        return JSONResponse(error_body(exc.status_code, message), status_code=exc.status_code)
+        return ErrorResponse(error_body(exc.status_code, message), status_code=exc.status_code)
 
     def model_card():
         return {

@@ -17,7 +17,7 @@ _ASSISTANT_ONLY = ("tool_calls", "reasoning_content", "reasoning", "refusal", "a
 
 def check_messages(messages) -> None:
     open_calls = None  # ids the latest assistant tool_calls message still waits on; None: no such message
-    answered_by = None  # index of that assistant message
+    answered_by, answered = None, set()  # index of that assistant message, the ids answered since
     for i, m in enumerate(messages):
         where = f"messages[{i}]"
         _check_content(m, where)
@@ -29,6 +29,8 @@ def check_messages(messages) -> None:
                     "a tool message must answer a call of the assistant message with tool_calls right before it "
                     "(only tool messages between)",
                 )
+            if m.tool_call_id in answered:
+                raise invalid(f"{where}.tool_call_id", f"tool_call_id {m.tool_call_id!r} is answered twice")
             if m.tool_call_id not in open_calls:
                 raise invalid(
                     f"{where}.tool_call_id",
@@ -36,13 +38,14 @@ def check_messages(messages) -> None:
                     + (f" (still unanswered: {', '.join(sorted(open_calls))})" if open_calls else ""),
                 )
             open_calls.discard(m.tool_call_id)
+            answered.add(m.tool_call_id)
             continue
         if open_calls:
             raise _unanswered(answered_by, open_calls)
         open_calls = None
         if m.role == "assistant" and m.tool_calls:
             open_calls = {c.id for c in m.tool_calls}
-            answered_by = i
+            answered, answered_by = set(), i
     if open_calls:
         raise _unanswered(answered_by, open_calls)
 

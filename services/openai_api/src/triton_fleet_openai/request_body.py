@@ -43,20 +43,16 @@ def body_error(message: str, code: str, param: Optional[str] = None) -> APIError
 
 
 def param_path(loc) -> str:
-    """A place in the body as OpenAI names it in ``error.param``: ``messages[0].content``."""
+    """A place in the body as OpenAI names it in ``error.param``: ``messages[0].content``. A key with a lone
+    surrogate stays as it is: error bodies are written with JSON's escapes (app.ErrorResponse), so the client
+    reads back the very key it sent."""
     out = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            text = _printable(str(part))
-            out += f".{text}" if out else text
+            out += f".{part}" if out else str(part)
     return out
-
-
-def _printable(text: str) -> str:
-    """``text`` with any lone surrogate written as its escape (so that an error naming it can be sent)."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8") if _SURROGATE.search(text) else text
 
 
 def check_content_type(content_type: Optional[str], content_encoding: Optional[str]) -> None:
@@ -162,7 +158,7 @@ def _walk(data: dict) -> None:
                 if _SURROGATE.search(key):
                     raise body_error(
                         f"{param_path(loc) or 'the body'} has a key with a lone UTF-16 surrogate "
-                        f"({_printable(key)!r}): such text cannot be encoded; send valid Unicode",
+                        f"({key!r}): such text cannot be encoded; send valid Unicode",
                         "invalid_value",
                         param_path(loc + (key,)),
                     )

@@ -49,7 +49,7 @@ def _checked(name: str, value: Any, where: str, hint: str = ""):
     elif isinstance(value, float) and not math.isfinite(value):
         problem = "it must be finite"
     elif value < low or value > high or (open_low and value == low):
-        problem = f"it must be {'above' if open_low else 'from'} {low} to {high}"
+        problem = f"it must be above {low} and at most {high}" if open_low else f"it must be from {low} to {high}"
     if problem:
         raise SamplingConfigError(f"{where} sets {name} to {value!r}: {problem}{hint}")
     return value if integer else float(value)

@@ -79,7 +79,7 @@ class NamedToolChoice(_Strict):
 
 
 class StreamOptions(_Strict):
-    include_usage: bool = False
+    include_usage: Optional[bool] = False
     # OpenAI pads stream chunks against side channels when this is true (its default); this server adds no
     # padding either way: accepted so that clients that send it work.
     include_obfuscation: Optional[bool] = None
@@ -87,6 +87,8 @@ class StreamOptions(_Strict):
 
 class ResponseFormat(_Strict):
     type: str
+    # OpenAI's structured outputs: taken so that the refusal says why (no guided decoding), not "unknown field"
+    json_schema: Optional[dict[str, Any]] = None
 
 
 class PredictionContent(_Strict):
@@ -96,7 +98,7 @@ class PredictionContent(_Strict):
 
 class _Sampling(_Strict):
     model: str
-    stream: bool = False
+    stream: Optional[bool] = False  # null: not streamed, as the SDK reads it
     stream_options: Optional[StreamOptions] = None
     max_tokens: Optional[int] = Field(default=None, ge=1)
     temperature: Optional[float] = Field(default=None, ge=0.0, le=2.0)
