@@ -252,9 +252,11 @@ _DISTRIBUTION_BRANCHES = {("Debian", "12"): 535}
 
 def driver_packages(os_family, distribution, major_version, source, branch, *, flavour, kernel,
                     version="", fabric_manager=False):
-    """Package plan for one host: {'driver', 'headers', 'fabric_manager', 'dnf_module', 'apt_pin'}.
+    """Package plan for one host: {'driver', 'headers', 'fabric_manager', 'apt_pin', 'extra'}.
 
-    source: cuda (NVIDIA's CUDA repository) | distribution (the distribution's own packages)."""
+    source: cuda (NVIDIA's CUDA repository) | distribution (the distribution's own packages). The Debian
+    family only (apt): the releases the role implements are those roles/nvidia_driver/meta/main.yml lists,
+    and its tasks/platform.yml refuses any other before this plan is made."""
     br = parse_branch(branch)
     if version:
         v = parse_driver_version(version)
@@ -270,45 +272,37 @@ def driver_packages(os_family, distribution, major_version, source, branch, *, f
     dist = str(distribution)
     major = str(major_version)
     open_ = flavour == "open"
-    out = {"driver": [], "headers": [], "fabric_manager": [], "dnf_module": "",
-           "apt_pin": "", "extra": []}
+    if os_family != "Debian":
+        raise PolicyError(f"OS family {os_family!r} ({dist} {major}): nvidia_driver installs with apt on the Debian "
+                          "family only; roles/nvidia_driver/meta/main.yml lists the releases it implements "
+                          "(docs/compatibility.md)")
+    out = {"driver": [], "headers": [], "fabric_manager": [], "apt_pin": "", "extra": []}
 
-    if os_family == "Debian":
-        out["headers"] = [f"linux-headers-{kernel}", "dkms"]
-        if source == "cuda":
-            out["driver"] = [f"nvidia-driver-{br}-open" if open_ else f"cuda-drivers-{br}"]
-            out["fabric_manager"] = [f"nvidia-fabricmanager-{br}"] if fabric_manager else []
-            # apt preferences: every NVIDIA driver package of this branch (or exact version) wins
-            out["apt_pin"] = f"{version}*" if version else f"{br}.*"
-        elif dist == "Ubuntu":
-            out["driver"] = [f"nvidia-driver-{br}-server-open" if open_ else f"nvidia-driver-{br}-server"]
-            out["fabric_manager"] = [f"nvidia-fabricmanager-{br}"] if fabric_manager else []
-            out["apt_pin"] = f"{version}*" if version else f"{br}.*"
-        else:
-            shipped = _DISTRIBUTION_BRANCHES.get((dist, major))
-            if shipped is None:
-                raise PolicyError(f"nvidia_driver_source=distribution is not supported on {dist} {major}: "
-                                  "use nvidia_driver_source: cuda")
-            if shipped != br:
-                raise PolicyError(
-                    f"{dist} {major} ships driver branch R{shipped} only, but nvidia_driver_branch is {br}: "
-                    f"use nvidia_driver_source: cuda for R{br}, or set nvidia_driver_branch: {shipped} "
-                    "(if the image allows it)")
-            out["driver"] = ["nvidia-driver", "nvidia-open-kernel-dkms" if open_ else "nvidia-kernel-dkms"]
-            if fabric_manager:
-                raise PolicyError(f"{dist} {major} has no Fabric Manager package: use nvidia_driver_source: cuda "
-                                  "on NVSwitch systems")
-    elif os_family == "RedHat":
-        if source != "cuda":
-            raise PolicyError(f"{dist} {major} has no NVIDIA driver packages of its own: use nvidia_driver_source: cuda")
-        out["headers"] = [f"kernel-devel-{kernel}", f"kernel-headers-{kernel}", "dkms"]
-        out["dnf_module"] = f"nvidia-driver:{br}-open" if open_ else f"nvidia-driver:{br}-dkms"
-        out["driver"] = ["nvidia-open"] if open_ else ["cuda-drivers"]
-        out["fabric_manager"] = ["nvidia-fabric-manager"] if fabric_manager else []
+    out["headers"] = [f"linux-headers-{kernel}", "dkms"]
+    if source == "cuda":
+        out["driver"] = [f"nvidia-driver-{br}-open" if open_ else f"cuda-drivers-{br}"]
+        out["fabric_manager"] = [f"nvidia-fabricmanager-{br}"] if fabric_manager else []
+        # apt preferences: every NVIDIA driver package of this branch (or exact version) wins
+        out["apt_pin"] = f"{version}*" if version else f"{br}.*"
+    elif dist == "Ubuntu":
+        out["driver"] = [f"nvidia-driver-{br}-server-open" if open_ else f"nvidia-driver-{br}-server"]
+        out["fabric_manager"] = [f"nvidia-fabricmanager-{br}"] if fabric_manager else []
+        out["apt_pin"] = f"{version}*" if version else f"{br}.*"
     else:
-        raise PolicyError(f"OS family {os_family!r} ({dist} {major}) is not supported: "
-                          "Ubuntu 22.04/24.04, Debian 12 and RHEL 9 are")
-    if version and os_family == "Debian":
+        shipped = _DISTRIBUTION_BRANCHES.get((dist, major))
+        if shipped is None:
+            raise PolicyError(f"nvidia_driver_source=distribution is not supported on {dist} {major}: "
+                              "use nvidia_driver_source: cuda")
+        if shipped != br:
+            raise PolicyError(
+                f"{dist} {major} ships driver branch R{shipped} only, but nvidia_driver_branch is {br}: "
+                f"use nvidia_driver_source: cuda for R{br}, or set nvidia_driver_branch: {shipped} "
+                "(if the image allows it)")
+        out["driver"] = ["nvidia-driver", "nvidia-open-kernel-dkms" if open_ else "nvidia-kernel-dkms"]
+        if fabric_manager:
+            raise PolicyError(f"{dist} {major} has no Fabric Manager package: use nvidia_driver_source: cuda "
+                              "on NVSwitch systems")
+    if version:
         out["driver"] = [f"{p}={version}*" if source == "cuda" or dist == "Ubuntu" else p for p in out["driver"]]
         out["fabric_manager"] = [f"{p}={version}*" for p in out["fabric_manager"]]
     return out

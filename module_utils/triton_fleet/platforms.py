@@ -82,6 +82,20 @@ def role_releases(role, meta):
     return out
 
 
+def role_platform(role, meta, distribution, version, major):
+    """Whether one role implements a host's release: ``{release, supported, releases}`` (labels).
+
+    The roles whose tasks differ by release (nvidia_driver, container_runtime) check it first, from the same
+    meta/main.yml the preflight reads, so that a role run on its own (Molecule, an operator's playbook) refuses
+    what it does not implement as the fleet's preflight would, naming what it does implement.
+    """
+    if not distribution:
+        raise PlatformsError(f"{role}: no distribution facts were gathered")
+    releases = role_releases(role, meta)
+    rel = release(distribution, str(version or ""), str(major or ""))
+    return {"release": label(rel), "supported": rel in releases, "releases": labels(releases)}
+
+
 def host_roles(groups):
     """The roles a host in ``groups`` runs, in FLEET_ROLES order."""
     out = []

@@ -104,5 +104,8 @@ def test_shared_list_covers_what_the_playbooks_read():
     # Module names (library/triton_fleet_*.py) and module_utils names are not variables.
     not_variables = {"triton_fleet_scrape_targets", "triton_fleet_alertmanager_config"}
     not_variables |= {p.stem for p in (ROOT / "library").glob("triton_fleet_*.py")}
+    # Nor are the project's Jinja filters (filter_plugins/*.py).
+    for path in (ROOT / "filter_plugins").glob("*.py"):
+        not_variables |= set(re.findall(r"^def (triton_fleet_[a-z0-9_]+)\(", path.read_text(), re.M))
     missing = sorted(n for n in used - set(shared) - not_variables if not n.startswith("triton_fleet_gateway_"))
     assert missing == []
