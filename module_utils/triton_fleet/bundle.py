@@ -13,7 +13,7 @@ A bundle is one directory (docs/offline.md):
 file belongs to exactly one item, a file no item accounts for is an error). ``verify`` compares a directory
 with its manifest (missing, resized, changed, unaccounted files); ``check`` compares the manifest with what a
 fleet needs (a distribution, an image, a checkpoint or a wheelhouse missing) and names the hosts that need
-the missing part. Standard library only: it runs on the controller and on Python 3.9 hosts alike.
+the missing part. Standard library only: it runs on the controller and on Python 3.11 hosts alike.
 """
 
 import hashlib
@@ -240,9 +240,12 @@ def plan(root, needs, manifest=None, *, build_images=None, refresh=False):
         dist, machine = host_os(need)
         if dist and (need.get("packages") or need.get("repos")):
             if dist.split("-", 1)[0] not in APT_FAMILIES:
+                # The preflight (playbooks/bundle.yml's first play) refuses such a host already: no role
+                # implements a release without apt (roles/*/meta/main.yml), so no mirror would serve it either.
                 errors.append(f"{host} runs {dist}: the bundle builds apt repositories only "
-                              f"({', '.join(APT_FAMILIES)}); a {dist} repository is not built. Install these hosts "
-                              "from mirrors (triton_fleet_mirrors, docs/offline.md), or build the bundle with an "
+                              f"({', '.join(APT_FAMILIES)}), for the releases the roles implement "
+                              "(roles/*/meta/main.yml, docs/compatibility.md); no role installs on "
+                              f"{dist}. Install a supported release on these hosts or build the bundle with an "
                               "inventory that leaves them out")
             else:
                 key = f"{dist}-{deb_arch(machine)}"

@@ -15,7 +15,7 @@ A node is idle at a gateway when nothing that gateway sent it is still running:
   timeout closes it).
 * The OpenAI-compatible service: its ``/internal/nodes`` list of requests running on each node.
 
-Python 3.9+ (runs on gateway hosts).
+Python 3.11+ (runs on gateway hosts: Debian 12's python3, docs/compatibility.md).
 """
 
 import json

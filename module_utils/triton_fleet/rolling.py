@@ -8,7 +8,7 @@ remaining capacity the load may use while a batch is out).
 
 The batch is the one asked for, cut down to the largest size whose worst case (the batch takes the
 nodes with the most capacity) still carries the load; when not even one node can go, the roll is
-refused unless forced. Controller-side (Python 3.12+ there, but kept 3.9-compatible with the rest).
+refused unless forced. Controller-side (Python 3.12+ there), kept to the managed hosts' 3.11 floor like the rest of module_utils.
 """
 
 import math

@@ -618,7 +618,7 @@ class BatchEngine:
             columns = max(len(self.rows[i].prompt_ids) + len(self.rows[i].ids) for i in src)
             self.kv.move(src, dst, min(columns, self.length))
             order = {i: i for i in keep if i < m}
-            order.update(zip(dst, src))  # noqa: B905 - same length by construction (3.9: no strict=)
+            order.update(zip(dst, src))  # noqa: B905 - same length by construction
             rows = [self.rows[order[j]] for j in range(m)]
         self.rows = rows
 
