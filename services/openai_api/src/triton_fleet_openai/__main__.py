@@ -249,7 +249,7 @@ def supervise(settings):
             except ProcessLookupError:
                 pass
 
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for sig in FORWARDED:
         signal.signal(sig, forward)
     for index in range(settings.workers):
         spawn(index)
