@@ -3,7 +3,7 @@
 Every reader of a profile goes through this module: ``get`` for one field, ``validate`` for the whole
 document, and the ``served_name`` / ``runtime`` / ``checkpoint_dir`` / ``engine_dir`` helpers for the values
 that roles and playbooks derive from it (so no role computes ``<model.key>@<model.revision>`` or an engine
-path on its own). Pure Python, no Ansible import; runs on the controller and on managed hosts (Python 3.9+).
+path on its own). Pure Python, no Ansible import; runs on the controller and on managed hosts (Python 3.11+: Debian 12's python3, docs/compatibility.md).
 """
 
 import posixpath
