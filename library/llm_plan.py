@@ -112,6 +112,15 @@ options:
     description: Share of the GPU memory left after weights that the KV cache takes.
     type: float
     default: 0.9
+  quantized_checkpoints:
+    description:
+      - Pre-quantized checkpoints by precision (C(fp8), C(int4_awq), C(int4_gptq)) -> C({repo, revision, format})
+        (the inventory's C(triton_fleet_quantized_checkpoints)). C(trtllm-llmapi) loads fp8 / int4 weights only
+        from such a checkpoint; a precision is only tried when there is one that TensorRT-LLM's PyTorch backend
+        loads on the GPU (Qwen's own from the catalog, or C(repo) and C(format) given here), and the profile names
+        it in C(model.checkpoint). C(revision) pins it (a full commit hash); in fleet mode a planned checkpoint
+        without one fails the plan.
+    type: dict
 attributes:
   check_mode:
     description: Can run in check mode and return the changed status without modifying the target.
@@ -157,7 +166,7 @@ from ansible.module_utils.triton_fleet.planner import PlanError, format_table, g
 
 SINGLE = ("model", "model_config", "model_revision", "hf_id", "served_name", "device", "host_memory_bytes",
           "context_length", "concurrency", "max_output_len", "runtime", "precision", "kv_cache_dtype", "tp", "image",
-          "trtllm_version", "yarn_factor", "kv_cache_free_gpu_mem_fraction", "group")
+          "trtllm_version", "yarn_factor", "kv_cache_free_gpu_mem_fraction", "group", "quantized_checkpoints")
 
 
 def main():
@@ -189,6 +198,7 @@ def main():
             "trtllm_version": {"type": "str"},
             "yarn_factor": {"type": "float"},
             "kv_cache_free_gpu_mem_fraction": {"type": "float", "default": 0.9},
+            "quantized_checkpoints": {"type": "dict"},
         },
         mutually_exclusive=[("hosts", "model"), ("gpu_facts", "gpu_sku")],
         required_one_of=[("hosts", "model")],

@@ -30,7 +30,7 @@ options:
     type: str
     default: this stage
   models_dir:
-    description: Root of the model cache; the checkpoint is C(<models_dir>/<model.key>@<model.revision>).
+    description: Root of the model cache; the checkpoint is C(<models_dir>/<checkpoint_name>).
     type: path
     default: /var/lib/triton-fleet/models
   engines_dir:
@@ -96,15 +96,32 @@ fingerprint:
   type: str
   sample: 3f0c9a5e0d2b4c6a8e1f7d9b2c4e6a8f0b1d3f5a7c9e1b3d5f7a9c1e3b5d7f9a
 checkpoint_name:
-  description: C(<model.key>@<model.revision>).
+  description:
+    - C(<key>@<revision>) of the checkpoint the host loads - C(<model.key>@<model.revision>), or the pre-quantized
+      checkpoint's C(<model.checkpoint.key>@<model.checkpoint.revision>) when the profile names one.
   returned: always
   type: str
   sample: qwen3-14b@main
 checkpoint_dir:
-  description: The checkpoint directory on a serving host.
+  description: The checkpoint directory on a serving host (C(<models_dir>/<checkpoint_name>)).
   returned: always
   type: str
   sample: /var/lib/triton-fleet/models/qwen3-14b@main
+checkpoint_key:
+  description: The checkpoint's name without revision (its directory under a controller source or a bundle).
+  returned: always
+  type: str
+  sample: qwen3-14b-fp8
+checkpoint_hf_id:
+  description: The repository the checkpoint comes from (C(model.hf_id), or C(model.checkpoint.hf_id)); null for a model known only by its config.json.
+  returned: always
+  type: str
+  sample: Qwen/Qwen3-14B-FP8
+pre_quantized:
+  description: Whether the checkpoint is a pre-quantized one (C(model.checkpoint)) rather than the base model's.
+  returned: always
+  type: bool
+  sample: false
 engine_dir:
   description: The engine directory on a serving host (used by the trtllm-engine runtime).
   returned: always

@@ -42,6 +42,10 @@ BUILD_FIELDS = (
 OPTIONAL_BUILD_FIELDS = (
     "model.rope_scaling",  # YaRN changes the positions baked into an engine
     "parallel.ep",  # MoE only: expert parallelism changes how the checkpoint is split
+    # trtllm-llmapi with quantized weights: the pre-quantized checkpoint loaded instead of the base one
+    "model.checkpoint.hf_id",
+    "model.checkpoint.revision",
+    "model.checkpoint.format",
 )
 
 

@@ -18,6 +18,16 @@ non-thinking mode and does not generate <think></think> blocks"), `always` with 
 
 `qwen3-tiny` is the lab's model: random weights, Qwen3 architecture, made by the lab image build; it has no
 built-in facts and is always read from its local config.json.
+
+`QUANTIZED` lists the pre-quantized checkpoints Qwen publishes itself (Hugging Face organisation `Qwen`), per
+model, with the precision and the on-disk format each carries, as their config.json `quantization_config` says:
+FP8 `quant_method: fp8`, `fmt: e4m3`, `activation_scheme: dynamic`, `weight_block_size: [128, 128]` (block-scaled);
+AWQ `quant_method: awq`, 4 bits, `group_size: 128`, `version: gemm`, `zero_point: true` (AutoAWQ); GPTQ
+`quant_method: gptq` (Int4 for the MoE models, Int8 for 0.6B / 1.7B). Sources: the Qwen3 docs ("Qwen3 comes with
+two types of pre-quantized models, FP8 and AWQ", QwenLM/Qwen3 `docs/source/deployment/vllm.md` at `7a2f61f`) and
+the checkpoints' own config.json files (docs/sources.md). Qwen publishes no AWQ of 0.6B, 1.7B or the MoE models
+and no quantized 2507 model other than FP8. Which of these formats a runtime loads is not a model fact: see
+checkpoints.py.
 """
 
 import json
@@ -82,6 +92,32 @@ for _size, (_base, _hf) in _2507.items():
         _key = f"qwen3-{_size}-{_variant.lower()}-2507"
         MODELS[_key] = dict(MODELS[_base], key=_key, hf_id=_hf.format(_variant), max_position_embeddings=CONTEXT_2507,
                             original_max_position_embeddings=CONTEXT_2507, thinking=dict(_thinking))
+
+# Qwen's own pre-quantized checkpoints: model key -> [(repository, precision, format)]. The precision is the
+# planner's name for the weights (memory_model.WEIGHT_PRECISIONS; int8_gptq has none: never planned); the format is
+# how they are stored (checkpoints.FORMATS). Revisions are the operator's to pin (triton_fleet_quantized_checkpoints).
+_FP8, _AWQ, _GPTQ = "fp8-block128", "autoawq-gemm", "gptq"
+QUANTIZED = {
+    "qwen3-0.6b": [("Qwen/Qwen3-0.6B-FP8", "fp8", _FP8), ("Qwen/Qwen3-0.6B-GPTQ-Int8", "int8_gptq", _GPTQ)],
+    "qwen3-1.7b": [("Qwen/Qwen3-1.7B-FP8", "fp8", _FP8), ("Qwen/Qwen3-1.7B-GPTQ-Int8", "int8_gptq", _GPTQ)],
+    "qwen3-4b": [("Qwen/Qwen3-4B-FP8", "fp8", _FP8), ("Qwen/Qwen3-4B-AWQ", "int4_awq", _AWQ)],
+    "qwen3-8b": [("Qwen/Qwen3-8B-FP8", "fp8", _FP8), ("Qwen/Qwen3-8B-AWQ", "int4_awq", _AWQ)],
+    "qwen3-14b": [("Qwen/Qwen3-14B-FP8", "fp8", _FP8), ("Qwen/Qwen3-14B-AWQ", "int4_awq", _AWQ)],
+    "qwen3-32b": [("Qwen/Qwen3-32B-FP8", "fp8", _FP8), ("Qwen/Qwen3-32B-AWQ", "int4_awq", _AWQ)],
+    "qwen3-30b-a3b": [("Qwen/Qwen3-30B-A3B-FP8", "fp8", _FP8), ("Qwen/Qwen3-30B-A3B-GPTQ-Int4", "int4_gptq", _GPTQ)],
+    "qwen3-235b-a22b": [("Qwen/Qwen3-235B-A22B-FP8", "fp8", _FP8),
+                        ("Qwen/Qwen3-235B-A22B-GPTQ-Int4", "int4_gptq", _GPTQ)],
+}
+for _size, (_base, _hf) in _2507.items():
+    for _variant in ("Instruct", "Thinking"):
+        QUANTIZED[f"qwen3-{_size}-{_variant.lower()}-2507"] = [(_hf.format(_variant) + "-FP8", "fp8", _FP8)]
+
+
+def quantized_checkpoints(key):
+    """Qwen's own pre-quantized checkpoints of model `key`: [{"hf_id", "precision", "format"}] (none: [])."""
+    return [{"hf_id": repo, "precision": prec, "format": fmt}
+            for repo, prec, fmt in QUANTIZED.get(str(key or "").lower(), [])]
+
 
 # Models known by name whose facts come only from a local config.json.
 CONFIG_ONLY = {

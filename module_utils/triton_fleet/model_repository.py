@@ -15,7 +15,9 @@ Runtimes (docs/architecture.md):
   at the tag that matches the image, passed in ``options["model_files"]``.
 - ``trtllm-llmapi`` (the default on every GPU): ``<served>/config.pbtxt`` + ``<served>/1/model.yaml`` (LLM API
   arguments, checked against upstream's in tests/unit/test_upstream_conformance.py); ``1/model.py`` is TRT-LLM's
-  ``all_models/llmapi/tensorrt_llm/1/model.py``, passed in ``model_files``.
+  ``all_models/llmapi/tensorrt_llm/1/model.py``, passed in ``model_files``. ``model:`` is the checkpoint
+  directory inside the container: the role mounts the profile's checkpoint there, the pre-quantized one
+  (``model.checkpoint``, named in the header) when the weights are fp8 / int4.
 - ``transformers``: ``<served>/config.pbtxt`` + this project's python model (``model_files``).
 """
 
@@ -96,7 +98,12 @@ def _dtype_enum(profile):
 
 
 def _header(profile):
-    return HEADER % (profile["name"], profile["fingerprint"])
+    header = HEADER % (profile["name"], profile["fingerprint"])
+    c = profile["model"].get("checkpoint")
+    if c:
+        # the checkpoint mounted at checkpoint_dir is a pre-quantized one, not the base model's
+        header += "\ncheckpoint: {}@{} (pre-quantized {}, {})".format(c["hf_id"], c["revision"], c["precision"], c["format"])
+    return header
 
 
 def _instance_group_python(profile, count=1):

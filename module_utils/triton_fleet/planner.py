@@ -5,12 +5,14 @@ else FP8 where the GPU has it; else int8 weight-only; else int4 (AWQ); else more
 (TP divides the attention heads and divides the KV heads or is a multiple of them, which replicates
 KV heads); else fail, naming what would fit. MoE models on the LLM-API runtime spread their experts
 over the TP GPUs (EP). Runtime by docs/planner.md; operator overrides (runtime, precision, KV dtype,
-TP, EP) are honoured and still checked.
+TP, EP) are honoured and still checked. On trtllm-llmapi a quantized precision is only tried when a pre-quantized
+checkpoint that TensorRT-LLM's PyTorch backend loads on the GPU exists for it (checkpoints.py): the profile then
+names that checkpoint (model.checkpoint), the one to fetch and load.
 """
 
 import math
 
-from . import gpu_catalog, image_matrix, memory_model, model_catalog
+from . import checkpoints, gpu_catalog, image_matrix, memory_model, model_catalog
 from .fingerprint import fingerprint
 from .model_repository import launch_mode
 from .trtllm_commands import QWEN3_MOE_ARCHITECTURES, QWEN3_MOE_ENGINE_REFUSAL
@@ -224,8 +226,32 @@ def _choose_runtime(req, device, gpu, img, m, *, reasons):
     return rt
 
 
-def _precisions(req, device, runtime, gpu):
-    """(ordered precisions to try, rejected [(precision, why)])."""
+def _quantized_map(req, m=None):
+    """The operator's pre-quantized checkpoints (triton_fleet_quantized_checkpoints), checked (against `m`'s catalog
+    entries when given)."""
+    try:
+        parsed = checkpoints.parse(req.get("quantized_checkpoints"))
+        if m is not None:
+            checkpoints.check(m, parsed)
+        return parsed
+    except checkpoints.CheckpointError as exc:
+        raise PlanError(str(exc)) from None
+
+
+def _prequantized(m, precision, gpu, req):
+    """(checkpoint or None, why) for a quantized precision on trtllm-llmapi (checkpoints.resolve)."""
+    try:
+        return checkpoints.resolve(m, precision, gpu["compute_capability"], _quantized_map(req))
+    except checkpoints.CheckpointError as exc:
+        raise PlanError(str(exc)) from None
+
+
+def _needs_checkpoint(runtime, precision):
+    return runtime == "trtllm-llmapi" and precision in checkpoints.QUANTIZED_PRECISIONS
+
+
+def _precisions(req, device, runtime, gpu, m):
+    """(ordered precisions to try, rejected [(precision, why)], [precisions rejected for lack of a checkpoint])."""
     want = req.get("precision") or None
     if want and want not in memory_model.WEIGHT_PRECISIONS:
         raise PlanError("unknown precision {!r}; choose one of {}".format(want, ", ".join(memory_model.WEIGHT_PRECISIONS)))
@@ -239,20 +265,28 @@ def _precisions(req, device, runtime, gpu):
                             "B200); {} is {}: use int8_wo or int4_awq, or bf16 with more GPUs".format(gpu["name"], gpu["compute_capability"]))
         if want == "fp32" and device == "gpu" and runtime != "transformers":
             raise PlanError("fp32 weights are only planned for the transformers runtime")
-        return [want], []
+        if _needs_checkpoint(runtime, want):
+            ckpt, why = _prequantized(m, want, gpu, req)
+            if ckpt is None:
+                raise PlanError(f"precision {want} on runtime trtllm-llmapi loads a pre-quantized checkpoint, and there is "
+                                f"none it can load here: {why}; or drop the precision override")
+        return [want], [], []
     if device == "cpu":
-        return ["fp32"], []
+        return ["fp32"], [], []
     if runtime == "transformers":
-        return ["bf16"], [("int8_wo/int4", "the transformers runtime serves unquantized weights only")]
-    order, rejected = [], []
+        return ["bf16"], [("int8_wo/int4", "the transformers runtime serves unquantized weights only")], []
+    order, rejected, no_checkpoint = [], [], []
     for p in AUTO_PRECISIONS:
         if p == "fp8" and not gpu["fp8"]:
             rejected.append((p, "{} has no FP8 tensor cores (compute capability {} < 8.9)".format(gpu["name"], gpu["compute_capability"])))
         elif p not in allowed:
             rejected.append((p, f"runtime {runtime} cannot load {p} for this model (TRT-LLM quantization table)"))
+        elif _needs_checkpoint(runtime, p) and _prequantized(m, p, gpu, req)[0] is None:
+            rejected.append((p, _prequantized(m, p, gpu, req)[1]))
+            no_checkpoint.append(p)
         else:
             order.append(p)
-    return order, rejected
+    return order, rejected, no_checkpoint
 
 
 def _kv_dtype(req, precision, device, gpu):
@@ -449,7 +483,9 @@ def _search(m, gpu, runtime, precisions, kv_req, *, tps, context, concurrency, f
 
 def _auto_fit(m, gpu, runtime, count, *, context, concurrency, fraction, req, tps=None):
     g = dict(gpu, count_per_host=count)
-    precs, _ = _precisions({}, "gpu", runtime, g)
+    # the operator's pre-quantized checkpoints hold for every option, so an option never names a precision that
+    # has no checkpoint the runtime loads on that GPU
+    precs, _, _ = _precisions({"quantized_checkpoints": req.get("quantized_checkpoints")}, "gpu", runtime, g, m)
     tp_list, _ = _tp_choices({}, m, g, runtime, "gpu")
     if tps is not None:
         tp_list = [t for t in tp_list if t in tps]
@@ -523,6 +559,14 @@ def _options(m, gpu, runtime, img, *, context, concurrency, fraction, req, tried
     return opts
 
 
+def _no_checkpoint_note(missing):
+    """Which quantized precisions were not tried for lack of a pre-quantized checkpoint the runtime loads."""
+    if not missing:
+        return ""
+    return (" ({} not tried: no pre-quantized checkpoint TensorRT-LLM's PyTorch backend loads here; name one in {})"
+            .format(", ".join(missing), checkpoints.VARIABLE))
+
+
 def _join_options(opts):
     if not opts:
         return "no catalog GPU fits this request; lower the context length or concurrency"
@@ -588,9 +632,10 @@ def plan(req):
         raise PlanError("context length {} exceeds {}'s maximum of {} tokens ({}){}".format(context, m["key"], limit, f"YaRN x{yarn}" if yarn else "max_position_embeddings", hint))
     gpu = _gpu_spec(req, device)
     img = _image(req)
+    _quantized_map(req, m)   # a wrong triton_fleet_quantized_checkpoints entry fails every plan, not only a quantized one
     reasons = []
     runtime = _choose_runtime(req, device, gpu, img, m, reasons=reasons)
-    precisions, prec_rejected = _precisions(req, device, runtime, gpu)
+    precisions, prec_rejected, no_checkpoint = _precisions(req, device, runtime, gpu, m)
     tps, tp_rejected = _tp_choices(req, m, gpu, runtime, device)
     alternatives = [{"name": f"{p} (any TP)", "rejected_because": why} for p, why in prec_rejected]
     alternatives += [{"name": f"tp{t}", "rejected_because": why} for t, why in tp_rejected]
@@ -618,10 +663,10 @@ def plan(req):
         opts = [] if device == "cpu" else _options(m, gpu, runtime, img, context=context,
                                                    concurrency=concurrency, fraction=fraction, req=req,
                                                    tried=tried)
-        msg = "{} does not fit {} at {} tokens x {} concurrent{}: {}; options: {}".format(
+        msg = "{} does not fit {} at {} tokens x {} concurrent{}: {}{}; options: {}".format(
             m["key"], where, context, concurrency,
             " with the override {}".format(", ".join(f"{k}={req[k]}" for k in overrides)) if overrides else "",
-            why, _join_options(opts))
+            why, _no_checkpoint_note(no_checkpoint), _join_options(opts))
         raise PlanError(msg, alternatives, opts, reasons)
 
     # ---- the chosen candidate becomes the profile
@@ -636,12 +681,16 @@ def plan(req):
             precision, " > ".join(precisions), r["limits"]["max_batch_size"], context, gib(r["weights"])))
     else:
         reasons.append("weights {}: 16-bit weights fit with the KV cache the request needs ({} GiB per GPU)".format(precision, gib(r["weights"])))
-    if runtime == "trtllm-llmapi" and precision not in ("bf16", "fp16"):
-        reasons.append("weights {} on trtllm-llmapi: the PyTorch backend loads quantized weights from a pre-quantized "
-                       "checkpoint (TensorRT-LLM features/quantization.md, 'Running Pre-quantized Models': ModelOpt or "
-                       "AWQ/GPTQ exports); it does not quantize at load, so {}@{} must be one (e.g. Qwen's own "
-                       "-AWQ / -FP8 repositories)".format(precision, m.get("hf_id") or m["key"],
-                                                          req.get("model_revision") or DEFAULTS["model_revision"]))
+    ckpt = None
+    if _needs_checkpoint(runtime, precision):
+        ckpt, ckpt_why = _prequantized(m, precision, gpu, req)
+        reasons.append("checkpoint {}@{}: {} weights load only from a pre-quantized checkpoint (TensorRT-LLM's "
+                       "PyTorch backend does not quantize at load): {}. Fetched and loaded instead of {}, it serves "
+                       "the same model{}".format(
+                           ckpt["hf_id"], ckpt["revision"] or "NOT PINNED", precision, ckpt_why,
+                           m.get("hf_id") or m["key"],
+                           "" if ckpt["revision"] else "; " + checkpoints.unpinned_message(ckpt)
+                           + " (the preflight refuses this plan until then)"))
     reasons.append("KV cache {}: {}".format(kv_dtype, "follows fp8 weights (Hopper recipe: FP8 weights + FP8 KV)"
                                         if kv_dtype == "fp8" and not req.get("kv_cache_dtype") else
                                         "operator override" if req.get("kv_cache_dtype") else
@@ -649,7 +698,8 @@ def plan(req):
     if device == "gpu":
         if tp > 1:
             reasons.append("TP={}: {}; {}".format(tp, "operator override" if req.get("tp") else
-                                              "no precision fits one GPU", "NVLink between the GPUs" if gpu["nvlink"]
+                                              "no precision fits one GPU" + _no_checkpoint_note(no_checkpoint),
+                                              "NVLink between the GPUs" if gpu["nvlink"]
                                               else "no NVLink: all-reduce over PCIe slows decode"))
         else:
             reasons.append("TP=1: one GPU per replica fits, {} replica(s) per host".format(r["replicas"]))
@@ -692,6 +742,9 @@ def plan(req):
     }
     if m.get("moe"):
         model["moe"] = m["moe"]
+    if ckpt:
+        # the checkpoint to fetch and load when it is not the base one (a pre-quantized checkpoint of the same model)
+        model["checkpoint"] = ckpt
     # the chat template's reasoning behaviour, for the OpenAI service (docs/profile.md): never re-derived there
     model["thinking"] = dict(m.get("thinking") or model_catalog.thinking_of(m["key"], m.get("hf_id"), m["model_type"]))
     if yarn:
@@ -750,6 +803,21 @@ def _thinking_text(thinking):
                                   if thinking.get("template_opens_think") else "")}[thinking["mode"]]
 
 
+def _checkpoint_text(p):
+    """Which checkpoint the hosts fetch and load: the base one, or a pre-quantized one of the same model."""
+    c = p["model"].get("checkpoint")
+    base = "{}@{}".format(p["model"]["hf_id"] or p["model"]["key"], p["model"]["revision"])
+    if not c:
+        built = " (the engine build quantizes it)" if p["runtime"] == "trtllm-engine" and \
+            p["precision"]["weights"] not in ("bf16", "fp16", "fp32") else ""
+        return f"{base}, the base checkpoint{built}"
+    rev = c["revision"] or "NOT PINNED (the preflight refuses this plan: set {}.{}.revision)".format(
+        checkpoints.VARIABLE, c["precision"])
+    return "{}@{}  pre-quantized {} ({}, {}), fetched and loaded instead of {}".format(
+        c["hf_id"], rev, c["precision"], c["format"],
+        "Qwen's own" if c.get("source") == "catalog" else "named in " + checkpoints.VARIABLE, base)
+
+
 def format_table(profile):
     """A readable multi-line summary of a profile (what preflight and tools/plan print)."""
     p = profile
@@ -768,6 +836,7 @@ def format_table(profile):
         ("model", "{}  {}@{}, {:.2f} B params, served as {}".format(
             p["model"]["key"], p["model"]["hf_id"] or "local config.json", p["model"]["revision"],
             p["model"]["params"] / 1e9, p["model"]["served_name"])),
+        ("checkpoint", _checkpoint_text(p)),
         ("thinking", _thinking_text(p["model"].get("thinking"))),
         ("hardware", hw),
         ("runtime", "{}{}  image {} ({})".format(
@@ -817,7 +886,7 @@ def format_failure(err):
 NOT_GPU_GROUPS = {"all", "ungrouped", "gpu_nodes", "gateways", "monitoring", "engine_builders"}
 REQUEST_KEYS = ("model", "model_config", "model_revision", "hf_id", "served_name", "context_length", "concurrency",
                 "max_output_len", "max_num_tokens", "runtime", "precision", "kv_cache_dtype", "tp", "ep", "image",
-                "trtllm_version", "yarn_factor", "kv_cache_free_gpu_mem_fraction", "device")
+                "trtllm_version", "yarn_factor", "kv_cache_free_gpu_mem_fraction", "device", "quantized_checkpoints")
 
 
 def host_group(host, info, groups, parent="gpu_nodes"):
@@ -852,7 +921,8 @@ def plan_fleet(hosts, groups, parent="gpu_nodes"):
 
     hosts: {name: {"group_names": [...], "gpu_facts": triton_fleet_gpus dict, "host_memory_bytes": int,
     "request": {model, context_length, ...}}}. A group whose hosts differ in GPU SKU / count or in the
-    request is an error naming the host that differs; every group is planned before any error is returned.
+    request is an error naming the host that differs; so is a plan whose pre-quantized checkpoint has no pinned
+    revision (checkpoints.unpinned_message). Every group is planned before any error is returned.
     """
     by_group, host_groups, errors = {}, {}, []
     for host in sorted(hosts):
@@ -892,7 +962,15 @@ def plan_fleet(hosts, groups, parent="gpu_nodes"):
         else:
             req.update(gpu_from_facts(first.get("gpu_facts") or {}))
         try:
-            profiles[grp] = plan(req)
+            profile = plan(req)
         except PlanError as exc:
             errors.append(f"group {grp} ({', '.join(members)}): {exc}")
+            continue
+        ckpt = profile["model"].get("checkpoint")
+        if ckpt and not checkpoints.pinned(ckpt.get("revision")):
+            # tools/plan shows such a plan (NOT PINNED); the preflight plans none: a fleet serves one state of it
+            errors.append(f"group {grp} ({', '.join(members)}) planned {ckpt['precision']} weights: "
+                          + checkpoints.unpinned_message(ckpt))
+            continue
+        profiles[grp] = profile
     return profiles, host_groups, errors

@@ -1,13 +1,15 @@
 """The serving profile's schema, in one place (docs/profile.md).
 
 Every reader of a profile goes through this module: ``get`` for one field, ``validate`` for the whole
-document, and the ``served_name`` / ``runtime`` / ``checkpoint_dir`` / ``engine_dir`` helpers for the values
-that roles and playbooks derive from it (so no role computes ``<model.key>@<model.revision>`` or an engine
-path on its own). Pure Python, no Ansible import; runs on the controller and on managed hosts (Python 3.11+: Debian 12's python3, docs/compatibility.md).
+document, and the ``served_name`` / ``runtime`` / ``checkpoint`` / ``checkpoint_dir`` / ``engine_dir`` helpers for
+the values that roles and playbooks derive from it (so no role computes ``<model.key>@<model.revision>``, picks
+between the base and a pre-quantized checkpoint, or computes an engine path on its own). Pure Python, no Ansible import; runs on the controller and on managed hosts (Python 3.11+: Debian 12's python3, docs/compatibility.md).
 """
 
 import posixpath
 import re
+
+from . import checkpoints
 
 SCHEMA_VERSION = 1
 RUNTIMES = ("trtllm-engine", "trtllm-llmapi", "transformers")
@@ -119,6 +121,7 @@ def validate(profile):
         raise ProfileError(
             "runtime", "{} needs a GPU; a cpu profile can only use the transformers runtime".format(profile["runtime"])
         )
+    _check_checkpoint(profile)
     checkpoint_name(profile)
     served = profile["model"]["served_name"]
     if not _NAME.match(served) or served in LAYOUT_MODEL_NAMES:
@@ -180,6 +183,28 @@ def _check_thinking(profile):
                            f"must be a bool, true only with mode always, got {opens!r} ({WHAT_TO_DO})")
 
 
+def _check_checkpoint(profile):
+    """model.checkpoint (only when the weights come from a pre-quantized checkpoint, not the base one)."""
+    c = get(profile, "model.checkpoint", required=False)
+    if c is None:
+        return
+    if not isinstance(c, dict):
+        raise ProfileError("model.checkpoint", f"must be a mapping (key, hf_id, revision, precision, format), got {c!r} ({WHAT_TO_DO})")
+    if profile["runtime"] != "trtllm-llmapi":
+        raise ProfileError("model.checkpoint", f"is set for runtime {profile['runtime']}; only trtllm-llmapi loads a "
+                                               "pre-quantized checkpoint (the other runtimes load the base one)")
+    for key in ("key", "hf_id", "precision", "format"):
+        if not isinstance(c.get(key), str) or not c[key]:
+            raise ProfileError("model.checkpoint." + key, f"must be a non-empty string, got {c.get(key)!r} ({WHAT_TO_DO})")
+    if c["format"] not in checkpoints.FORMATS:
+        raise ProfileError("model.checkpoint.format", "is {!r}; known: {}".format(c["format"], ", ".join(sorted(checkpoints.FORMATS))))
+    if c["precision"] != profile["precision"]["weights"]:
+        raise ProfileError("model.checkpoint.precision", "is {} but precision.weights is {}: the checkpoint must carry "
+                                                         "the planned weights ({})".format(c["precision"], profile["precision"]["weights"], WHAT_TO_DO))
+    if not checkpoints.pinned(c.get("revision")):
+        raise ProfileError("model.checkpoint.revision", checkpoints.unpinned_message(c) + ", then " + WHAT_TO_DO)
+
+
 def _check_cuda_graphs(profile):
     """cuda_graphs (trtllm-llmapi only): the decode batch sizes TensorRT-LLM captures, ascending, up to max_batch_size."""
     cg = get(profile, "cuda_graphs", required=False)
@@ -218,11 +243,26 @@ def runtime(profile):
     return get(profile, "runtime")
 
 
+def checkpoint(profile):
+    """The checkpoint a serving host fetches and loads: {"key", "hf_id", "revision", "pre_quantized"}.
+
+    The base model's own (model.key, model.hf_id, model.revision) unless the weights come from a pre-quantized
+    checkpoint of it (model.checkpoint: trtllm-llmapi with fp8 or int4 weights), which then replaces it on disk.
+    """
+    c = get(profile, "model.checkpoint", required=False)
+    if c is not None:
+        return {"key": c.get("key"), "hf_id": c.get("hf_id"), "revision": c.get("revision"), "pre_quantized": True}
+    return {"key": get(profile, "model.key"), "hf_id": get(profile, "model.hf_id", required=False),
+            "revision": get(profile, "model.revision"), "pre_quantized": False}
+
+
 def checkpoint_name(profile):
-    """``<model.key>@<model.revision>``: the checkpoint's directory name in every model cache."""
+    """``<key>@<revision>`` of checkpoint(): the checkpoint's directory name in every model cache."""
+    ckpt = checkpoint(profile)
+    base = not ckpt["pre_quantized"]
     parts = []
-    for dotted in ("model.key", "model.revision"):
-        value = get(profile, dotted)
+    for dotted, value in (("model.key" if base else "model.checkpoint.key", ckpt["key"]),
+                          ("model.revision" if base else "model.checkpoint.revision", ckpt["revision"])):
         if not isinstance(value, str) or not value or "/" in value or "@" in value or value.startswith("."):
             raise ProfileError(dotted, f"{value!r} cannot name a directory (no '/', '@', leading '.'); {WHAT_TO_DO}")
         parts.append(value)
@@ -250,6 +290,10 @@ def derived(profile, models_dir=DEFAULT_MODELS_DIR, engines_dir=DEFAULT_ENGINES_
         "fingerprint": profile["fingerprint"],
         "checkpoint_name": checkpoint_name(profile),
         "checkpoint_dir": checkpoint_dir(profile, models_dir),
+        # the controller source's directory name and the repository the checkpoint comes from
+        "checkpoint_key": checkpoint(profile)["key"],
+        "checkpoint_hf_id": checkpoint(profile)["hf_id"],
+        "pre_quantized": checkpoint(profile)["pre_quantized"],
         "engine_dir": engine_dir(profile, engines_dir),
         "build_required": profile["runtime"] == "trtllm-engine",
     }

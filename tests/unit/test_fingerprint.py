@@ -96,3 +96,23 @@ def test_rope_scaling_changes_fingerprint_only_when_set():
     explicit_none["model"]["rope_scaling"] = None
     assert fingerprint(base) == fingerprint(explicit_none)
     assert len({fingerprint(base), fingerprint(yarn2), fingerprint(yarn4)}) == 3
+
+
+@pytest.mark.parametrize("field", ["hf_id", "revision", "format"])
+def test_the_pre_quantized_checkpoint_is_part_of_the_fingerprint(field):
+    """Another pre-quantized checkpoint (repository, commit or format) is another served artifact."""
+    p = json.loads((__import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / "profiles" /
+                    "h100-prequantized-fp8.json").read_text())
+    assert fingerprint(p) == p["fingerprint"]
+    other = copy.deepcopy(p)
+    other["model"]["checkpoint"][field] += "-changed"
+    assert fingerprint(other) != p["fingerprint"]
+
+
+def test_profiles_without_a_pre_quantized_checkpoint_keep_their_fingerprint(profile):
+    """model.checkpoint joins the fingerprint only when set: the fingerprint of a bf16 profile is what it was."""
+    from triton_fleet.fingerprint import build_view
+    assert not any(k.startswith("model.checkpoint") for k in build_view(profile))
+    assert any(k.startswith("model.checkpoint") for k in build_view(json.loads(
+        (__import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / "profiles" /
+         "h100-prequantized-fp8.json").read_text())))

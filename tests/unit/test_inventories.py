@@ -24,7 +24,29 @@ def test_prod_inventory_passes_preflight_in_check_mode():
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert "=== group gpu_a10" in r.stdout and "=== group gpu_a100" in r.stdout
     assert "qwen3-14b_a100-80gb-sxm-x1_bf16_tp1_trtllm-llmapi" in r.stdout
+    assert "qwen3-14b_a10-x2_bf16_tp2_trtllm-llmapi" in r.stdout
+    assert "checkpoint   Qwen/Qwen3-14B@40c069824f4251a91eefaf281ebe4c544efd3e18, the base checkpoint" in r.stdout
+
+
+def test_prod_preflight_refuses_a_pre_quantized_checkpoint_without_a_pinned_revision():
+    """A Model Optimizer int4 export named for the A10s is planned (one replica per GPU); unpinned, nothing is written."""
+    import json
+
+    export = {"repo": "example-org/Qwen3-14B-W4A16-AWQ", "format": "modelopt-w4a16-awq"}
+    common = ("playbooks/preflight.yml", "-i", "inventories/prod", "--check", "-e", "triton_fleet_preflight_write=false",
+              "-e", "ansible_connection=local")
+    r = _playbook(*common, "-e", json.dumps({"triton_fleet_quantized_checkpoints": {"int4_awq": export}}))
+    assert r.returncode != 0
+    assert ("group gpu_a10 (a10-01, a10-02, a10-03) planned int4_awq weights: the pre-quantized checkpoint "
+            "example-org/Qwen3-14B-W4A16-AWQ (int4_awq weights) has no pinned revision: set "
+            "triton_fleet_quantized_checkpoints.int4_awq.revision") in r.stdout
+    pin = dict(export, revision="0123456789abcdef0123456789abcdef01234567")
+    r = _playbook(*common, "-e", json.dumps({"triton_fleet_quantized_checkpoints": {"int4_awq": pin}}))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert "qwen3-14b_a10-x2_int4_awq_tp1_trtllm-llmapi" in r.stdout
+    assert ("checkpoint   example-org/Qwen3-14B-W4A16-AWQ@0123456789abcdef0123456789abcdef01234567  pre-quantized "
+            "int4_awq (modelopt-w4a16-awq, named in triton_fleet_quantized_checkpoints), fetched and loaded instead "
+            "of Qwen/Qwen3-14B@40c069824f4251a91eefaf281ebe4c544efd3e18") in r.stdout
 
 
 def test_prod_preflight_fails_before_change_when_the_model_does_not_fit():

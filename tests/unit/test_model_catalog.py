@@ -163,3 +163,33 @@ def test_thinking_of_a_local_config(tmp_path):
     llama = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
              "num_attention_heads": 4, "vocab_size": 100, "max_position_embeddings": 4096}
     assert mc.resolve("l", _write(tmp_path, llama))["thinking"]["mode"] == "never"
+
+
+# The pre-quantized checkpoints Qwen publishes for Qwen3 (their config.json files; docs/sources.md).
+QWEN_QUANTIZED = {
+    "Qwen/Qwen3-0.6B-FP8", "Qwen/Qwen3-1.7B-FP8", "Qwen/Qwen3-4B-FP8", "Qwen/Qwen3-8B-FP8", "Qwen/Qwen3-14B-FP8",
+    "Qwen/Qwen3-32B-FP8", "Qwen/Qwen3-30B-A3B-FP8", "Qwen/Qwen3-235B-A22B-FP8",
+    "Qwen/Qwen3-4B-Instruct-2507-FP8", "Qwen/Qwen3-4B-Thinking-2507-FP8", "Qwen/Qwen3-30B-A3B-Instruct-2507-FP8",
+    "Qwen/Qwen3-30B-A3B-Thinking-2507-FP8", "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8",
+    "Qwen/Qwen3-235B-A22B-Thinking-2507-FP8",
+    "Qwen/Qwen3-4B-AWQ", "Qwen/Qwen3-8B-AWQ", "Qwen/Qwen3-14B-AWQ", "Qwen/Qwen3-32B-AWQ",
+    "Qwen/Qwen3-0.6B-GPTQ-Int8", "Qwen/Qwen3-1.7B-GPTQ-Int8", "Qwen/Qwen3-30B-A3B-GPTQ-Int4",
+    "Qwen/Qwen3-235B-A22B-GPTQ-Int4",
+}
+
+
+def test_every_builtin_model_knows_qwens_own_pre_quantized_checkpoints():
+    assert set(mc.QUANTIZED) == set(mc.MODELS)
+    assert {c["hf_id"] for k in mc.QUANTIZED for c in mc.quantized_checkpoints(k)} == QWEN_QUANTIZED
+    assert mc.quantized_checkpoints("qwen3-14b") == [
+        {"hf_id": "Qwen/Qwen3-14B-FP8", "precision": "fp8", "format": "fp8-block128"},
+        {"hf_id": "Qwen/Qwen3-14B-AWQ", "precision": "int4_awq", "format": "autoawq-gemm"}]
+    # a quantized checkpoint is one of the model it is listed under (the base repository's name, suffixed)
+    for key in mc.QUANTIZED:
+        for c in mc.quantized_checkpoints(key):
+            assert c["hf_id"].startswith(mc.MODELS[key]["hf_id"] + "-"), (key, c)
+    # 2507: FP8 only; no AWQ below 4B nor for the MoE models
+    assert [c["precision"] for c in mc.quantized_checkpoints("qwen3-4b-thinking-2507")] == ["fp8"]
+    assert "int4_awq" not in {c["precision"] for k in ("qwen3-0.6b", "qwen3-1.7b", "qwen3-30b-a3b", "qwen3-235b-a22b")
+                              for c in mc.quantized_checkpoints(k)}
+    assert mc.quantized_checkpoints("qwen3-tiny") == [] and mc.quantized_checkpoints(None) == []

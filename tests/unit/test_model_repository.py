@@ -38,6 +38,8 @@ CASES = {
     "trtllm-llmapi": ("h100-trtllm-llmapi", {}),
     "trtllm-llmapi-prod-gpu_a10": ("prod-gpu_a10", {}),
     "trtllm-llmapi-prod-gpu_a100": ("prod-gpu_a100", {}),
+    # fp8 weights from Qwen's own pre-quantized checkpoint (model.checkpoint): mounted at /checkpoint, named in the header
+    "trtllm-llmapi-prequantized-fp8": ("h100-prequantized-fp8", {}),
 }
 
 
@@ -229,3 +231,14 @@ def test_invalid_rendered_config_is_a_pbtxt_error(monkeypatch):
     with pytest.raises(PbtxtError) as exc:
         render("transformers")
     assert exc.value.field == "default_timeout_microseconds"
+
+
+def test_a_pre_quantized_checkpoint_is_what_model_yaml_loads_and_the_header_names():
+    repo = render("trtllm-llmapi-prequantized-fp8")
+    yaml_text = repo["qwen3-32b/1/model.yaml"]
+    assert "\n# checkpoint: Qwen/Qwen3-32B-FP8@aa55da1ecc13d006e8b8e4f54579b1ea8c3db2df (pre-quantized fp8, fp8-block128)\n" \
+        in yaml_text
+    assert '\nmodel: "/checkpoint"\n' in yaml_text and '  dtype: "fp8"\n' in yaml_text
+    assert "checkpoint: Qwen/Qwen3-32B-FP8@" in repo["qwen3-32b/config.pbtxt"]
+    # a profile without one names none
+    assert "checkpoint:" not in render("trtllm-llmapi-prod-gpu_a100")["qwen3-14b/1/model.yaml"]

@@ -20,6 +20,16 @@ def req(**kw):
     return base
 
 
+# Test input: a TensorRT Model Optimizer W4A16-AWQ export an operator made of the model and names in
+# triton_fleet_quantized_checkpoints. Qwen publishes no int4 checkpoint TensorRT-LLM's PyTorch backend reads (its
+# -AWQ is AutoAWQ), so without one the PyTorch path plans no int4 weights.
+REV = "0123456789abcdef0123456789abcdef01234567"
+
+
+def modelopt_awq(size="14B"):
+    return {"int4_awq": {"repo": f"example-org/Qwen3-{size}-W4A16-AWQ", "revision": REV, "format": "modelopt-w4a16-awq"}}
+
+
 def check_contract(p):
     # cuda_graphs: trtllm-llmapi only (TorchLlmArgs.cuda_graph_config)
     assert set(p) == PROFILE_KEYS | ({"cuda_graphs"} if p["runtime"] == "trtllm-llmapi" else set())
@@ -46,12 +56,19 @@ def check_contract(p):
     assert all(isinstance(a["rejected_because"], str) and a["rejected_because"] for a in p["alternatives"])
 
 
-def test_qwen3_14b_on_1x_a10_at_8k_is_llmapi_int4():
-    """Ampere plans on the PyTorch (LLM API) path by default; int8 weight-only is not one it loads."""
-    p = plan(req(concurrency=2))
+def test_qwen3_14b_on_1x_a10_at_8k_is_llmapi_int4_from_a_modelopt_export():
+    """Ampere plans on the PyTorch (LLM API) path by default; int8 weight-only is not one it loads; int4 weights come
+    from the pre-quantized checkpoint the profile names, not from the base one."""
+    p = plan(req(concurrency=2, quantized_checkpoints=modelopt_awq()))
     check_contract(p)
     assert (p["precision"]["weights"], p["runtime"], p["parallel"]["tp"]) == ("int4_awq", "trtllm-llmapi", 1)
     assert p["image"]["ref"] == "nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3"
+    assert p["model"]["checkpoint"] == {"key": "qwen3-14b-w4a16-awq", "hf_id": "example-org/Qwen3-14B-W4A16-AWQ",
+                                        "revision": REV, "precision": "int4_awq", "format": "modelopt-w4a16-awq",
+                                        "source": "operator"}
+    # the model's identity stays the base model's
+    assert (p["model"]["key"], p["model"]["hf_id"], p["model"]["served_name"]) == ("qwen3-14b", "Qwen/Qwen3-14B",
+                                                                                   "qwen3-14b")
     names = {a["name"]: a["rejected_because"] for a in p["alternatives"]}
     assert "27.5 GiB" in names["bf16 tp1 trtllm-llmapi"]          # why not bf16: the weights alone
     assert "FP8" in names["fp8 (any TP)"] and "8.6" in names["fp8 (any TP)"]
@@ -59,6 +76,91 @@ def test_qwen3_14b_on_1x_a10_at_8k_is_llmapi_int4():
     why = " ".join(p["reasons"])
     assert "runtime trtllm-llmapi" in why and "supports Ampere (compute capability 8.6" in why
     assert "first precision in the order bf16 > int4_awq" in why
+    assert f"checkpoint example-org/Qwen3-14B-W4A16-AWQ@{REV}: int4_awq weights load only from a pre-quantized" in why
+    assert "loaded as W4A16_AWQ on Ampere, Ada, Hopper" in why and "instead of Qwen/Qwen3-14B" in why
+    table = "\n".join(format_table(p))
+    assert f"checkpoint   example-org/Qwen3-14B-W4A16-AWQ@{REV}  pre-quantized int4_awq (modelopt-w4a16-awq, " \
+           "named in triton_fleet_quantized_checkpoints), fetched and loaded instead of Qwen/Qwen3-14B@main" in table
+
+
+def test_without_a_loadable_int4_checkpoint_the_a10_plan_says_why_and_what_fits():
+    """Qwen's own Qwen3-14B-AWQ is AutoAWQ, which TensorRT-LLM's PyTorch backend refuses: int4 is not planned on
+    one A10 (bf16 does not fit it), and the failure names why and options that plan as written."""
+    with pytest.raises(PlanError) as e:
+        plan(req(concurrency=2))
+    msg = str(e.value)
+    assert msg.startswith("qwen3-14b does not fit 1x A10")
+    assert "(int4_awq not tried: no pre-quantized checkpoint TensorRT-LLM's PyTorch backend loads here; name one " \
+           "in triton_fleet_quantized_checkpoints)" in msg
+    names = {a["name"]: a["rejected_because"] for a in e.value.alternatives}
+    why = names["int4_awq (any TP)"]
+    assert "Qwen/Qwen3-14B-AWQ is AutoAWQ" in why and "Unsupported quantization_config" in why
+    assert "format: modelopt-w4a16-awq" in why
+    assert "2x A10 with TP=2 (bf16)" in e.value.options
+    assert not any("int4" in o for o in e.value.options)
+    ok = plan(req(concurrency=2, gpu_count=2))      # the option, as written
+    assert (ok["precision"]["weights"], ok["parallel"]["tp"]) == ("bf16", 2) and "checkpoint" not in ok["model"]
+    assert any("TP=2: no precision fits one GPU (int4_awq not tried" in r for r in ok["reasons"])
+
+
+def test_an_fp8_plan_names_qwens_own_fp8_checkpoint_and_needs_its_revision():
+    p = plan(req(model="qwen3-32b", gpu_sku="h100-sxm", concurrency=8))
+    check_contract(p)
+    c = p["model"]["checkpoint"]
+    assert (c["hf_id"], c["key"], c["format"], c["source"], c["revision"]) == (
+        "Qwen/Qwen3-32B-FP8", "qwen3-32b-fp8", "fp8-block128", "catalog", None)
+    assert any("NOT PINNED" in r and "triton_fleet_quantized_checkpoints.fp8.revision" in r for r in p["reasons"])
+    pinned = plan(req(model="qwen3-32b", gpu_sku="h100-sxm", concurrency=8,
+                      quantized_checkpoints={"fp8": {"revision": REV}}))
+    assert pinned["model"]["checkpoint"]["revision"] == REV
+    assert any(r.startswith(f"checkpoint Qwen/Qwen3-32B-FP8@{REV}: fp8 weights load only") and
+               "loaded as FP8_BLOCK_SCALES on Hopper, Blackwell SM100/SM103" in r for r in pinned["reasons"])
+    # the checkpoint is part of what was built: another revision is another fingerprint
+    other = plan(req(model="qwen3-32b", gpu_sku="h100-sxm", concurrency=8,
+                     quantized_checkpoints={"fp8": {"revision": "f" * 40}}))
+    assert len({p["fingerprint"], pinned["fingerprint"], other["fingerprint"]}) == 3
+
+
+def test_fp8_block_scaled_checkpoints_are_not_planned_where_upstream_does_not_run_them():
+    """FP8 block scaling runs on Hopper and Blackwell SM100/SM103 only: on an Ada L40S Qwen's -FP8 is no option,
+    while a Model Optimizer (per-tensor) FP8 export is."""
+    kw = dict(model="qwen3-32b", gpu_sku="l40s", gpu_count=1, context_length=8192, concurrency=2)
+    with pytest.raises(PlanError) as e:
+        plan(req(**kw))
+    names = {a["name"]: a["rejected_because"] for a in e.value.alternatives}
+    assert "Qwen/Qwen3-32B-FP8 (fp8-block128) loads on Hopper, Blackwell SM100/SM103 only" in names["fp8 (any TP)"]
+    assert "compute capability 8.9 is Ada" in names["fp8 (any TP)"]
+    p = plan(req(**kw, quantized_checkpoints={"fp8": {"repo": "example-org/Qwen3-32B-FP8-ModelOpt", "revision": REV,
+                                                      "format": "modelopt-fp8"}}))
+    assert (p["precision"]["weights"], p["model"]["checkpoint"]["format"]) == ("fp8", "modelopt-fp8")
+
+
+@pytest.mark.parametrize("given,words", [
+    ({"int4_awq": {"repo": "Qwen/Qwen3-14B-AWQ", "revision": REV}}, ["is AutoAWQ", "refuses", "modelopt-w4a16-awq"]),
+    ({"fp8": {"revision": "main"}}, ["'main' is not pinned", "40 hex"]),
+    ({"int8_wo": {"revision": REV}}, ["not a precision a pre-quantized checkpoint carries"]),
+    ({"int4_awq": {"repo": "example-org/x", "revision": REV}}, ["not a checkpoint the catalog knows", "give its format"]),
+    ({"fp8": {"repo": "Qwen/Qwen3-14B-FP8", "revision": REV, "format": "modelopt-fp8"}},
+     ["format is modelopt-fp8 but Qwen/Qwen3-14B-FP8 is fp8-block128"]),
+    ({"fp8": {"revision": REV, "format": "modelopt-w4a16-awq"}}, ["carries int4_awq weights, not fp8"]),
+    ({"fp8": {"revision": REV, "tag": "v1"}}, ["unknown key(s) tag"]),
+    ({"fp8": "abc"}, ["must be a mapping"]),
+])
+def test_bad_quantized_checkpoints_are_clear_errors(given, words):
+    with pytest.raises(PlanError) as e:
+        plan(req(model="qwen3-14b", gpu_sku="a10", gpu_count=2, quantized_checkpoints=given))
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
+
+
+def test_a_fine_tune_under_a_catalog_key_gets_none_of_qwens_checkpoints():
+    """Qwen's -FP8 quantizes Qwen's weights: a model with another hf_id does not get it."""
+    p = plan(req(model="qwen3-32b", hf_id="example-org/Qwen3-32B-finetune", gpu_sku="h100-sxm", gpu_count=2,
+                 concurrency=16))
+    assert (p["precision"]["weights"], p["parallel"]["tp"]) == ("bf16", 2) and "checkpoint" not in p["model"]
+    qwen = plan(req(model="qwen3-32b", gpu_sku="h100-sxm", gpu_count=2, concurrency=16))
+    assert (qwen["precision"]["weights"], qwen["parallel"]["tp"]) == ("fp8", 1)     # the same request, Qwen's weights
+    assert "Qwen publishes none" in {a["name"]: a["rejected_because"] for a in p["alternatives"]}["fp8 (any TP)"]
 
 
 def test_engine_path_only_when_asked_and_labelled_legacy():
@@ -90,7 +192,7 @@ def test_qwen3_14b_on_1x_a100_80gb_bf16_llmapi():
 
 def test_cuda_graphs_lower_the_kv_fraction_when_the_headroom_is_short():
     """The graphs are captured after the KV pool: the (1 - fraction) headroom must hold them (200 MB each)."""
-    p = plan(req(concurrency=2, kv_cache_free_gpu_mem_fraction=0.99))
+    p = plan(req(concurrency=2, kv_cache_free_gpu_mem_fraction=0.99, quantized_checkpoints=modelopt_awq()))
     check_contract(p)
     free = p["gpu"]["memory_bytes"] - p["predicted"]["weights_bytes_per_gpu"] - p["predicted"]["reserve_bytes_per_gpu"]
     frac = p["kv_cache"]["free_gpu_mem_fraction"]
@@ -100,7 +202,8 @@ def test_cuda_graphs_lower_the_kv_fraction_when_the_headroom_is_short():
 
 def test_qwen3_32b_on_2x_a100_40gb_at_32k_x8_says_what_fits():
     with pytest.raises(PlanError) as e:
-        plan(req(model="qwen3-32b", gpu_sku="a100-40gb-sxm", gpu_count=2, context_length=32768, concurrency=8))
+        plan(req(model="qwen3-32b", gpu_sku="a100-40gb-sxm", gpu_count=2, context_length=32768, concurrency=8,
+                 quantized_checkpoints=modelopt_awq("32B")))
     msg = str(e.value)
     assert msg.startswith("qwen3-32b does not fit 2x A100-SXM4-40GB")
     assert "32768 tokens x 8 concurrent" in msg and "TP=2" in msg and "options:" in msg
@@ -111,7 +214,7 @@ def test_qwen3_32b_on_2x_a100_40gb_at_32k_x8_says_what_fits():
     assert m2 and 1 <= int(m2.group(1)) < 8
     # the option it names really fits
     ok = plan(req(model="qwen3-32b", gpu_sku="a100-40gb-sxm", gpu_count=2, context_length=int(m1.group(1)),
-                  concurrency=8))
+                  concurrency=8, quantized_checkpoints=modelopt_awq("32B")))
     check_contract(ok)
     assert ok["parallel"]["tp"] == 2
     assert len(e.value.alternatives) >= 6 and e.value.options
@@ -126,7 +229,7 @@ def test_qwen3_32b_on_1x_h100_fp8_llmapi():
 
 def test_qwen3_32b_on_1x_a10_at_32k_x4_fails_with_options():
     with pytest.raises(PlanError) as e:
-        plan(req(model="qwen3-32b", context_length=32768, concurrency=4))
+        plan(req(model="qwen3-32b", context_length=32768, concurrency=4, quantized_checkpoints=modelopt_awq("32B")))
     msg = str(e.value)
     assert msg.startswith("qwen3-32b does not fit 1x A10 (24 GB, 22.5 GiB usable) at 32768 tokens x 4 concurrent: "
                           "int4 weights need 17.")
@@ -210,15 +313,20 @@ def test_options_name_only_what_the_runtime_loads():
 
 
 def test_overrides_are_honoured_and_checked():
-    p = plan(req(gpu_sku="a100-80gb-sxm", gpu_count=2, precision="int4_awq", tp=2))
+    p = plan(req(gpu_sku="a100-80gb-sxm", gpu_count=2, precision="int4_awq", tp=2, quantized_checkpoints=modelopt_awq()))
     assert (p["precision"]["weights"], p["parallel"]["tp"], p["parallel"]["gpu_device_ids"]) == ("int4_awq", 2, ["0,1"])
+    with pytest.raises(PlanError) as e:      # an override is checked too: no checkpoint the runtime loads
+        plan(req(gpu_sku="a100-80gb-sxm", precision="int4_awq"))
+    assert "precision int4_awq on runtime trtllm-llmapi loads a pre-quantized checkpoint" in str(e.value)
+    assert "Qwen/Qwen3-14B-AWQ is AutoAWQ" in str(e.value)
     with pytest.raises(PlanError) as e:
         plan(req(precision="bf16"))
     assert "with the override precision=bf16" in str(e.value) and "bf16 weights need 27.5 GiB" in str(e.value)
 
 
 def test_more_gpus_by_tp_when_no_precision_fits_one():
-    p = plan(req(model="qwen3-32b", gpu_count=4, context_length=32768, concurrency=4))
+    p = plan(req(model="qwen3-32b", gpu_count=4, context_length=32768, concurrency=4,
+                 quantized_checkpoints=modelopt_awq("32B")))
     check_contract(p)
     assert p["parallel"]["tp"] in (2, 4)
     assert any(a["name"].endswith("tp1 trtllm-llmapi") for a in p["alternatives"])
@@ -255,7 +363,7 @@ def test_lab_context_is_limited_by_the_checkpoint(tmp_path):
 
 
 def test_table_is_readable():
-    lines = format_table(plan(req(concurrency=2)))
+    lines = format_table(plan(req(concurrency=2, quantized_checkpoints=modelopt_awq())))
     text = "\n".join(lines)
     for word in ("profile", "runtime", "precision", "memory/GPU", "decode bs=1", "fingerprint", "why:", "rejected:"):
         assert word in text
@@ -263,8 +371,8 @@ def test_table_is_readable():
 
 def test_gpu_facts_memory_wins_over_catalog():
     mem = 23028 * gpu_catalog.MIB - 2 * memory_model.GIB
-    a = plan(req(concurrency=1, precision="int4_awq"))
-    b = plan(req(concurrency=1, precision="int4_awq", gpu_memory_bytes=mem))
+    a = plan(req(concurrency=1, precision="int4_awq", quantized_checkpoints=modelopt_awq()))
+    b = plan(req(concurrency=1, precision="int4_awq", gpu_memory_bytes=mem, quantized_checkpoints=modelopt_awq()))
     assert b["predicted"]["kv_tokens_capacity"] < a["predicted"]["kv_tokens_capacity"]
 
 
@@ -283,13 +391,30 @@ GROUPS = {"gpu_nodes": ["n1", "n2", "n3"], "gpu_a10": ["n1", "n2"], "gpu_a100": 
 
 
 def test_fleet_plans_each_group():
-    hosts = {"n1": host(["gpu_nodes", "gpu_a10"]), "n2": host(["gpu_nodes", "gpu_a10"]),
-             "n3": host(["gpu_nodes", "gpu_a100"], sku="a100-80gb-sxm")}
+    awq = modelopt_awq()
+    hosts = {"n1": host(["gpu_nodes", "gpu_a10"], quantized_checkpoints=awq),
+             "n2": host(["gpu_nodes", "gpu_a10"], quantized_checkpoints=awq),
+             "n3": host(["gpu_nodes", "gpu_a100"], sku="a100-80gb-sxm", quantized_checkpoints=awq)}
     profiles, host_groups, errors = plan_fleet(hosts, GROUPS)
     assert errors == []
     assert host_groups == {"n1": "gpu_a10", "n2": "gpu_a10", "n3": "gpu_a100"}
     assert (profiles["gpu_a10"]["precision"]["weights"], profiles["gpu_a10"]["runtime"]) == ("int4_awq", "trtllm-llmapi")
     assert profiles["gpu_a100"]["precision"]["weights"] == "bf16" and profiles["gpu_a100"]["group"] == "gpu_a100"
+
+
+def test_fleet_refuses_a_pre_quantized_checkpoint_without_a_pinned_revision():
+    """tools/plan shows such a plan (NOT PINNED); the preflight's fleet mode plans none, naming what to set."""
+    groups = {"gpu_nodes": ["h1"], "gpu_h100": ["h1"]}
+    unpinned = {"h1": host(["gpu_nodes", "gpu_h100"], sku="h100-sxm", model="qwen3-32b", concurrency=8)}
+    profiles, _, errors = plan_fleet(unpinned, groups)
+    assert profiles == {} and len(errors) == 1
+    assert errors[0] == ("group gpu_h100 (h1) planned fp8 weights: the pre-quantized checkpoint Qwen/Qwen3-32B-FP8 "
+                         "(fp8 weights) has no pinned revision: set triton_fleet_quantized_checkpoints.fp8.revision "
+                         "to the commit of Qwen/Qwen3-32B-FP8 to serve (its full hash, 40 hex characters)")
+    pinned = {"h1": host(["gpu_nodes", "gpu_h100"], sku="h100-sxm", model="qwen3-32b", concurrency=8,
+                         quantized_checkpoints={"fp8": {"revision": REV}})}
+    profiles, _, errors = plan_fleet(pinned, groups)
+    assert errors == [] and profiles["gpu_h100"]["model"]["checkpoint"]["revision"] == REV
 
 
 def test_fleet_names_the_odd_host():

@@ -120,7 +120,7 @@ def planned_profiles(fleet):
         hv = fleet["hostvars"][name]
         request = {key: hv.get("triton_fleet_" + key) for key in
                    ("model", "model_revision", "model_config", "served_name", "context_length", "concurrency",
-                    "runtime", "precision", "kv_cache_dtype", "tp", "image", "yarn_factor")}
+                    "runtime", "precision", "kv_cache_dtype", "tp", "image", "yarn_factor", "quantized_checkpoints")}
         request["device"] = hv.get("triton_fleet_device", "gpu")
         request["model_revision"] = request["model_revision"] or "main"
         hosts[name] = {"group_names": hv["group_names"], "gpu_facts": hv["triton_fleet_gpu_facts"],
@@ -184,8 +184,33 @@ def test_prod_plans(fleet):
         assert json.loads(fixture.read_text()) == p, (
             f"{fixture.relative_to(ROOT)} is not what the planner plans for {group}: after an intended planner change "
             "re-run with TRITON_FLEET_UPDATE_GOLDEN=1 and re-check the goldens")
-    assert by_group["gpu_a10"]["precision"]["weights"] == "int4_awq"   # int8 weight-only: not on the LLM API path
-    assert by_group["gpu_a100"]["precision"]["weights"] == "bf16"
+    # A10: no FP8, int8 weight-only not on the LLM API path, and no int4 checkpoint it reads (Qwen's -AWQ is
+    # AutoAWQ): bf16 over both GPUs, from the base checkpoint at the pinned revision
+    a10, a100 = by_group["gpu_a10"], by_group["gpu_a100"]
+    assert (a10["precision"]["weights"], a10["parallel"]["tp"], a10["parallel"]["replicas_per_host"]) == ("bf16", 2, 1)
+    assert a10["limits"]["max_batch_size"] == 8 and a10["predicted"]["max_concurrency_at_max_seq_len"] >= 8
+    rejected = {a["name"]: a["rejected_because"] for a in a10["alternatives"]}
+    assert "Qwen/Qwen3-14B-AWQ is AutoAWQ" in rejected["int4_awq (any TP)"]
+    assert a100["precision"]["weights"] == "bf16"
+    for p in (a10, a100):
+        # no profile names a checkpoint the runtime cannot load: both load the base checkpoint, pinned
+        assert "checkpoint" not in p["model"]
+        assert (p["model"]["hf_id"], p["model"]["revision"]) == ("Qwen/Qwen3-14B", "40c069824f4251a91eefaf281ebe4c544efd3e18")
+
+
+def test_prod_groups_would_not_plan_an_int4_checkpoint_the_runtime_cannot_load(fleet):
+    """Naming Qwen's own AWQ for the A10s stops the plan (the runtime refuses AutoAWQ) instead of serving it."""
+    inv = fleet["inventory"]
+    groups = {g: [h.name for h in inv.get_hosts(g)] for g in inv.groups}
+    hv = fleet["hostvars"]["a10-01"]
+    request = {"model": hv["triton_fleet_model"], "model_revision": hv["triton_fleet_model_revision"],
+               "context_length": hv["triton_fleet_context_length"], "concurrency": hv["triton_fleet_concurrency"],
+               "quantized_checkpoints": {"int4_awq": {"repo": "Qwen/Qwen3-14B-AWQ",
+                                                      "revision": "31c69efc29464b6bb0aee1398b5a7b50a99340c3"}}}
+    hosts = {h: {"group_names": fleet["hostvars"][h]["group_names"], "gpu_facts": fleet["hostvars"][h]["triton_fleet_gpu_facts"],
+                 "request": request} for h in groups["gpu_a10"]}
+    _, _, errors = plan_fleet(hosts, groups)
+    assert len(errors) == 1 and "Qwen/Qwen3-14B-AWQ is AutoAWQ" in errors[0] and "refuses" in errors[0]
 
 
 def test_every_role_of_every_host_passes_its_argument_spec(fleet):

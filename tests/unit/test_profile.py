@@ -18,9 +18,66 @@ def load(name):
     return json.loads((PROFILES / f"{name}.json").read_text())
 
 
-@pytest.mark.parametrize("name", ["a100-trtllm-engine", "h100-trtllm-llmapi", "lab-cpu-transformers"])
+@pytest.mark.parametrize("name", ["a100-trtllm-engine", "h100-trtllm-llmapi", "lab-cpu-transformers",
+                                  "h100-prequantized-fp8"])
 def test_fixtures_are_valid(name):
     assert schema.validate(load(name))["name"]
+
+
+# What tests/fixtures/profiles/h100-prequantized-fp8.json was planned from (model_artifacts' Molecule scenario
+# fetches its checkpoint): Qwen3-32B and its own FP8 checkpoint at commits of their repositories.
+PREQUANTIZED_REQUEST = {"model": "qwen3-32b", "model_revision": "9216db5781bf21249d130ec9da846c4624c16137",
+                        "gpu_sku": "h100-sxm", "gpu_count": 1, "context_length": 8192, "concurrency": 8,
+                        "group": "gpu_h100",
+                        "quantized_checkpoints": {"fp8": {"revision": "aa55da1ecc13d006e8b8e4f54579b1ea8c3db2df"}}}
+
+
+def test_the_pre_quantized_fixture_is_the_planners_output():
+    assert load("h100-prequantized-fp8") == plan(PREQUANTIZED_REQUEST)
+
+
+def test_a_pre_quantized_checkpoint_replaces_the_base_one_on_disk():
+    p = load("h100-prequantized-fp8")
+    assert schema.checkpoint(p) == {"key": "qwen3-32b-fp8", "hf_id": "Qwen/Qwen3-32B-FP8",
+                                    "revision": "aa55da1ecc13d006e8b8e4f54579b1ea8c3db2df", "pre_quantized": True}
+    d = schema.derived(p, "/m", "/e")
+    assert d["checkpoint_name"] == "qwen3-32b-fp8@aa55da1ecc13d006e8b8e4f54579b1ea8c3db2df"
+    assert d["checkpoint_dir"] == "/m/qwen3-32b-fp8@aa55da1ecc13d006e8b8e4f54579b1ea8c3db2df"
+    assert (d["checkpoint_key"], d["checkpoint_hf_id"], d["pre_quantized"]) == ("qwen3-32b-fp8", "Qwen/Qwen3-32B-FP8", True)
+    # the served model is still the base model
+    assert (d["served_name"], p["model"]["key"], p["model"]["hf_id"]) == ("qwen3-32b", "qwen3-32b", "Qwen/Qwen3-32B")
+    base = schema.derived(load("lab-cpu-transformers"), "/m", "/e")
+    assert (base["checkpoint_key"], base["checkpoint_hf_id"], base["pre_quantized"]) == ("qwen3-tiny", "triton-fleet/qwen3-tiny", False)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field", "words"),
+    [
+        (lambda c: c.update(revision=None), "model.checkpoint.revision",
+         ["has no pinned revision", "triton_fleet_quantized_checkpoints.fp8.revision", "preflight"]),
+        (lambda c: c.update(revision="main"), "model.checkpoint.revision", ["has no pinned revision"]),
+        (lambda c: c.update(precision="int4_awq"), "model.checkpoint.precision", ["precision.weights is fp8"]),
+        (lambda c: c.update(format="safetensors"), "model.checkpoint.format", ["known:"]),
+        (lambda c: c.update(key="a/b"), "model.checkpoint.key", ["cannot name a directory"]),
+        (lambda c: c.pop("hf_id"), "model.checkpoint.hf_id", ["non-empty string"]),
+    ],
+)
+def test_the_checkpoint_is_checked(mutate, field, words):
+    p = load("h100-prequantized-fp8")
+    mutate(p["model"]["checkpoint"])
+    with pytest.raises(schema.ProfileError) as exc:
+        schema.validate(p)
+    assert exc.value.field == field
+    for w in words:
+        assert w in str(exc.value)
+
+
+def test_only_the_llmapi_runtime_loads_a_pre_quantized_checkpoint():
+    p = load("h100-prequantized-fp8")
+    p["runtime"] = "trtllm-engine"
+    with pytest.raises(schema.ProfileError, match="only trtllm-llmapi loads a pre-quantized checkpoint") as exc:
+        schema.validate(p)
+    assert exc.value.field == "model.checkpoint"
 
 
 def test_planner_output_is_valid():
@@ -74,14 +131,14 @@ def test_validate_names_the_bad_field(mutate, field):
     ("graphs", "field"),
     [
         ({"batch_sizes": [4, 2], "enable_padding": True}, "cuda_graphs.batch_sizes"),
-        ({"batch_sizes": [1, 2, 8], "enable_padding": True}, "cuda_graphs.batch_sizes"),  # past max_batch_size 4
+        ({"batch_sizes": [1, 2, 16], "enable_padding": True}, "cuda_graphs.batch_sizes"),  # past max_batch_size 8
         ({"batch_sizes": [], "enable_padding": True}, "cuda_graphs.batch_sizes"),
         ({"batch_sizes": [1], "enable_padding": "yes"}, "cuda_graphs.enable_padding"),
     ],
 )
 def test_cuda_graphs_are_checked(graphs, field):
     p = load("prod-gpu_a10")
-    assert schema.validate(p)["cuda_graphs"]["batch_sizes"] == [1, 2, 4]
+    assert schema.validate(p)["cuda_graphs"]["batch_sizes"] == [1, 2, 4, 8]
     p["cuda_graphs"] = graphs
     with pytest.raises(schema.ProfileError) as exc:
         schema.validate(p)

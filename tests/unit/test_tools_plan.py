@@ -29,8 +29,9 @@ def test_table():
 
 
 def test_qwen3_14b_on_a100_and_a10_prints_the_llmapi_runtime_with_the_pinned_image():
-    for gpu, concurrency in (("a100", "8"), ("a10", "4")):
-        r = run("--model", "qwen3-14b", "--gpu", gpu, "--gpus", "1", "--concurrency", concurrency)
+    # two A10s: bf16 does not fit one, and the PyTorch path reads no int4 checkpoint Qwen publishes
+    for gpu, gpus, concurrency in (("a100", "1", "8"), ("a10", "2", "4")):
+        r = run("--model", "qwen3-14b", "--gpu", gpu, "--gpus", gpus, "--concurrency", concurrency)
         assert r.returncode == 0, r.stderr
         assert f"runtime      trtllm-llmapi  image {PINNED} (TRT-LLM 1.2.1" in r.stdout, r.stdout
         assert "runtime trtllm-llmapi: TensorRT-LLM 1.2.1's PyTorch backend (LLM API)" in r.stdout
@@ -66,7 +67,27 @@ def test_options_name_only_loadable_precisions():
     r = run("--model", "qwen3-30b-a3b", "--gpu", "l40s", "--gpus", "1", "--context", "8192", "--concurrency", "48")
     assert r.returncode == 2 and "options:" in r.stderr
     options = r.stderr.split("options:", 1)[1].split("\n", 1)[0]
-    assert "int8_wo" not in options and "A100-SXM4-80GB (int4_awq)" in options
+    # nor a precision without a pre-quantized checkpoint the runtime loads there: fp8 on the H100 (Qwen's own -FP8,
+    # block-scaled), never int4 (Qwen's -AWQ is AutoAWQ) nor fp8 on Ada
+    assert "int8_wo" not in options and "int4" not in options and "H100 80GB HBM3 (fp8)" in options
+    assert "(fp8, int4_awq not tried: no pre-quantized checkpoint TensorRT-LLM's PyTorch backend loads here" in r.stderr
+
+
+def test_a_pre_quantized_plan_names_its_checkpoint_and_its_pin():
+    args = ("--model", "qwen3-32b", "--gpu", "h100", "--context", "8192", "--concurrency", "8")
+    r = run(*args)
+    assert r.returncode == 0, r.stderr
+    assert ("checkpoint   Qwen/Qwen3-32B-FP8@NOT PINNED (the preflight refuses this plan: set "
+            "triton_fleet_quantized_checkpoints.fp8.revision)  pre-quantized fp8 (fp8-block128, Qwen's own), fetched "
+            "and loaded instead of Qwen/Qwen3-32B@main") in r.stdout
+    rev = "aa55da1ecc13d006e8b8e4f54579b1ea8c3db2df"
+    r = run(*args, "--json", "--quantized-checkpoints", json.dumps({"fp8": {"revision": rev}}))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["model"]["checkpoint"]["revision"] == rev
+    r = run(*args, "--quantized-checkpoints", "fp8=abc")
+    assert r.returncode == 2 and "not JSON" in r.stderr
+    r = run(*args, "--quantized-checkpoints", '{"fp8": {"revision": "main"}}')
+    assert r.returncode == 2 and "'main' is not pinned" in r.stderr
 
 
 def test_json_is_the_profile():
@@ -97,6 +118,7 @@ def test_lists():
     r = run("--list-models")
     assert r.returncode == 0 and "qwen3-32b" in r.stdout and "32.762 B" in r.stdout and "qwen3-tiny" in r.stdout
     assert "qwen3-30b-a3b-thinking-2507" in r.stdout and "always (template opens <think>)" in r.stdout
+    assert "qwen3-14b: Qwen/Qwen3-14B-FP8 (fp8, fp8-block128), Qwen/Qwen3-14B-AWQ (int4_awq, autoawq-gemm)" in r.stdout
 
 
 def test_errors():

@@ -57,31 +57,40 @@ def _plan(**req):
     return planner.plan(base)
 
 
+# fp8 / int4 weights on the LLM API path load from a pre-quantized checkpoint pinned to a commit (test value): Qwen's
+# own -FP8 (fp8-block128), or for int4 a Model Optimizer export an operator names (Qwen's -AWQ is AutoAWQ).
+PIN = "0123456789abcdef0123456789abcdef01234567"
+QWEN_FP8 = {"fp8": {"revision": PIN}}
+MODELOPT_32B_AWQ = {"int4_awq": {"repo": "example-org/Qwen3-32B-W4A16-AWQ", "revision": PIN,
+                                 "format": "modelopt-w4a16-awq"}}
 # (id, request): every runtime, TP 1/2/4/8, dense and MoE, one and several instances per host.
 PLANS = {}
 for _tp in (1, 2, 4, 8):
     PLANS[f"engine-dense-tp{_tp}"] = dict(model="qwen3-32b", gpu_sku="a100-80gb", gpu_count=8, tp=_tp,
                                           runtime="trtllm-engine", precision="int4_awq" if _tp == 1 else "bf16")
     PLANS[f"llmapi-dense-tp{_tp}"] = dict(model="qwen3-32b", gpu_sku="h100-sxm", gpu_count=8, tp=_tp,
-                                          precision="fp8")
+                                          precision="fp8", quantized_checkpoints=QWEN_FP8)
     PLANS[f"llmapi-moe30b-tp{_tp}"] = dict(model="qwen3-30b-a3b", gpu_sku="a100-80gb", gpu_count=8, tp=_tp)
 PLANS["engine-dense-1gpu"] = dict(model="qwen3-14b", gpu_sku="a100-80gb", gpu_count=1, runtime="trtllm-engine")
 PLANS["engine-int8kv-tp2"] = dict(model="qwen3-14b", gpu_sku="a100-80gb", gpu_count=2, tp=2,
                                   runtime="trtllm-engine", kv_cache_dtype="int8", precision="int8_wo")
 PLANS["engine-fp8-h100-tp2"] = dict(model="qwen3-14b", gpu_sku="h100-sxm", gpu_count=2, tp=2,
                                     runtime="trtllm-engine", precision="fp8")
-PLANS["llmapi-moe235b-tp8"] = dict(model="qwen3-235b-a22b", gpu_sku="h100-sxm", gpu_count=8, tp=8, precision="fp8")
+PLANS["llmapi-moe235b-tp8"] = dict(model="qwen3-235b-a22b", gpu_sku="h100-sxm", gpu_count=8, tp=8, precision="fp8",
+                                   quantized_checkpoints=QWEN_FP8)
 PLANS["llmapi-moe235b-tp8-ep4"] = dict(model="qwen3-235b-a22b", gpu_sku="h100-sxm", gpu_count=8, tp=8, ep=4,
-                                       precision="fp8")
+                                       precision="fp8", quantized_checkpoints=QWEN_FP8)
 PLANS["llmapi-moe30b-1gpu"] = dict(model="qwen3-30b-a3b", gpu_sku="a100-80gb", gpu_count=1)
 PLANS["transformers-gpu"] = dict(model="qwen3-8b", gpu_sku="a100-80gb", gpu_count=2, runtime="transformers")
-# Ampere on the planner's default path (no runtime given): inventories/prod's groups and the A10 at TP 2.
+# Ampere on the planner's default path (no runtime given): inventories/prod's groups (with the A10 memory its
+# group_vars give) and the A10 at TP 2 with int4 weights from a pre-quantized checkpoint.
 AMPERE_PLANS = {
     "llmapi-a10-prod": dict(model="qwen3-14b", gpu_sku="a10", gpu_count=2, context_length=8192, concurrency=8,
-                            max_output_len=1024),
+                            max_output_len=1024, gpu_memory_bytes=25757220864),
     "llmapi-a100-prod": dict(model="qwen3-14b", gpu_sku="a100-80gb", gpu_count=1, context_length=8192, concurrency=16,
                              max_output_len=1024),
-    "llmapi-a10-32b-tp2": dict(model="qwen3-32b", gpu_sku="a10", gpu_count=2, context_length=4096, concurrency=2),
+    "llmapi-a10-32b-tp2": dict(model="qwen3-32b", gpu_sku="a10", gpu_count=2, context_length=4096, concurrency=2,
+                               quantized_checkpoints=MODELOPT_32B_AWQ),
     "llmapi-a100-40gb-2507": dict(model="qwen3-30b-a3b-thinking-2507", gpu_sku="a100-40gb", gpu_count=2,
                                   context_length=32768, concurrency=2),
 }

@@ -1,0 +1,1 @@
+# llmapi helpers.py

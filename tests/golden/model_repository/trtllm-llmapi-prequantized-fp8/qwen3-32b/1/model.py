@@ -1,0 +1,1 @@
+# llmapi model.py from TRT-LLM
