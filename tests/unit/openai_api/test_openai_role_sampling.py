@@ -1,6 +1,7 @@
-"""The role's side of the sampling defaults and the model card's time: the model part of openai_api_config
-(roles/openai_api/vars/main.yml), templated with Ansible's Templar as Ansible would, from a checkpoint directory
-with and without generation_config.json, reaches the service as the defaults and the time it shows."""
+"""The role's side of the sampling defaults, the model card's time and the model's reasoning behaviour: the model
+part of openai_api_config (roles/openai_api/vars/main.yml), templated with Ansible's Templar as Ansible would, from a
+checkpoint directory with and without generation_config.json and from profiles with and without model.thinking,
+reaches the service as the defaults, the time and the thinking mode it uses."""
 
 import json
 from pathlib import Path
@@ -13,7 +14,8 @@ from ansible.plugins.loader import init_plugin_loader
 from ansible.template import Templar
 from triton_fleet_openai.config import ModelInfo
 
-ROLE = Path(__file__).resolve().parents[3] / "roles" / "openai_api"
+ROOT = Path(__file__).resolve().parents[3]
+ROLE = ROOT / "roles" / "openai_api"
 PROFILE = {"model": {"served_name": "qwen3-tiny"}, "runtime": "transformers", "fingerprint": "f" * 64,
            "limits": {"max_seq_len": 1024, "max_input_len": 512, "max_output_len": 256}}
 QWEN3 = {"bos_token_id": 151643, "do_sample": True, "eos_token_id": [151645, 151643], "pad_token_id": 151643,
@@ -25,7 +27,7 @@ def _plugins():
     init_plugin_loader()  # the file lookup, as ansible-playbook loads it
 
 
-def render_model(checkpoint: Path, overrides=None, operator_dir=False, remote_mtime=1714521600.7):
+def render_model(checkpoint: Path, overrides=None, operator_dir=False, remote_mtime=1714521600.7, profile=None):
     """openai_api_config.model as the role renders it; the tokenizer files fetched into ``checkpoint`` from a
     serving host whose tokenizer.json has ``remote_mtime`` (or, ``operator_dir``, found there on the controller)."""
     loader = DataLoader()
@@ -37,7 +39,7 @@ def render_model(checkpoint: Path, overrides=None, operator_dir=False, remote_mt
     local = {"stat": {"exists": True, "mtime": (checkpoint / "tokenizer.json").stat().st_mtime}, "item": "tokenizer.json"}
     variables = {
         **role_vars,
-        "openai_api_profile": PROFILE,
+        "openai_api_profile": PROFILE if profile is None else profile,
         "openai_api_sampling_defaults": defaults["openai_api_sampling_defaults"] if overrides is None else overrides,
         "openai_api_tokenizer_dir": str(checkpoint) if operator_dir else "",
         "openai_api__tokenizer_dir": str(checkpoint),
@@ -88,3 +90,30 @@ def test_the_spec_takes_the_overrides_as_a_dict():
     assert ok.error_messages == []
     bad = ArgumentSpecValidator(entry).validate({"openai_api_sampling_defaults": "hot"})
     assert bad.error_messages
+
+
+def with_thinking(thinking):
+    return {**PROFILE, "model": {**PROFILE["model"], "thinking": thinking}}
+
+
+@pytest.mark.parametrize("thinking", [
+    {"mode": "always", "template_opens_think": True},  # Qwen3-*-Thinking-2507
+    {"mode": "never", "template_opens_think": False},  # Qwen3-*-Instruct-2507
+    {"mode": "switchable", "template_opens_think": False},  # Qwen3
+])
+def test_the_profiles_thinking_reaches_the_service(checkpoint, thinking):
+    model = ModelInfo.model_validate(render_model(checkpoint, profile=with_thinking(thinking)))
+    assert model.thinking.model_dump() == thinking
+
+
+def test_a_profile_planned_before_thinking_existed_is_switchable(checkpoint):
+    rendered = render_model(checkpoint)  # PROFILE has no model.thinking
+    assert rendered["thinking"] == {"mode": "switchable", "template_opens_think": False}
+    assert ModelInfo.model_validate(rendered).thinking.mode == "switchable"
+
+
+def test_a_planned_profile_renders_a_configuration_the_service_takes(checkpoint):
+    profile = json.loads((ROOT / "tests" / "fixtures" / "profiles" / "prod-gpu_a10.json").read_text())
+    model = ModelInfo.model_validate(render_model(checkpoint, profile=profile))
+    assert model.thinking.model_dump() == profile["model"]["thinking"]
+    assert model.served_name == profile["model"]["served_name"] and model.runtime == profile["runtime"]

@@ -31,7 +31,6 @@ from .schemas import (
     check_unsupported,
     parse,
     stop_list,
-    template_kwargs,
     template_messages,
 )
 from .server_tools import (
@@ -44,6 +43,7 @@ from .server_tools import (
 )
 from .shared import SharedBudgets
 from .template import ChatTemplate
+from .thinking import Turn, turn_of
 from .tokenizer import TokenCounter
 from .tool_loop import ToolLoop, server_tool_chunk
 
@@ -383,7 +383,7 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
         return ErrorResponse(error_body(exc.status_code, message), status_code=exc.status_code)
 
     def model_card():
-        return {
+        card = {
             "id": model_info.served_name,
             "object": "model",
             "created": model_info.created,
@@ -393,7 +393,12 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
             "runtime": model_info.runtime,
             # extension: what a request that leaves these out is decoded with (sampling.py)
             "sampling_defaults": model_info.sampling,
+            # extension: the model's reasoning (switchable, never, always: thinking.py)
+            "thinking": model_info.thinking.mode,
         }
+        if model_info.sampling_thinking_off is not None:
+            card["sampling_defaults_thinking_off"] = model_info.sampling_thinking_off
+        return card
 
     nodes_snapshot = shared.snapshot if shared is not None else st.pool.snapshot
     metrics.registry.register(PoolCollector(nodes_snapshot))
@@ -522,52 +527,54 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
         return max_tokens
 
     sampling_defaults = model_info.sampling
+    sampling_thinking_off = model_info.sampling_thinking_off
 
-    def _fields(req, prompt: str, max_tokens: int, stops: list[str], iface) -> dict:
+    def _fields(req, prompt: str, max_tokens: int, stops: list[str], iface, *, turn: Optional[Turn] = None) -> dict:
+        defaults = sampling_thinking_off if turn is not None and turn.switched_off else sampling_defaults
         fields = {
             "prompt": prompt,
             "max_tokens": max_tokens,
             "stream": True,
             "exclude_input": True,
             "return_finish_reason": True,
-            **request_fields(req, sampling_defaults),
+            **request_fields(req, defaults),
         }
         if stops and "stop" in iface.params:
             fields["stop"] = stops
         return fields
 
+    def _prefill(turn: Turn, prompt: str, choice) -> str:
+        """tool_choice "required" / named: the assistant turn is prefilled with the opening of a call (the model
+        cannot but continue it); any thinking is closed empty first, as the template does when it is off."""
+        if not (choice == "required" or isinstance(choice, NamedToolChoice)):
+            return ""
+        prefill = turn.think_prefill(prompt) + TOOL_OPEN + "\n"
+        if isinstance(choice, NamedToolChoice):
+            prefill += '{"name": ' + json.dumps(choice.function.name, ensure_ascii=False) + ', "arguments": '
+        return prefill
+
     async def chat(request: Request):
         caller, req, iface = await _prepare(request, ChatRequest)
+        # the model's reasoning behaviour against the request's switch (a 400 before anything runs)
+        turn = turn_of(model_info.thinking, req, model_info.served_name)
         # --- server tools: a request with any goes through the tool loop; without, chat() is unchanged ---
         server = _server_tools_of(request, req, caller)
         if server:
-            return await _chat_server_tools(caller, req, iface, server)
-        kwargs = template_kwargs(req)
-        thinking = kwargs.get("enable_thinking", True)
+            return await _chat_server_tools(caller, req, iface, server, turn)
         choice = req.tool_choice or ("auto" if req.tools else "none")
         use_tools = bool(req.tools) and choice != "none"
         tools = [t.model_dump(exclude_none=True) for t in req.tools] if use_tools else None
-        prompt = st.template.render(template_messages(req), tools=tools, add_generation_prompt=True, **kwargs)
-        # tool_choice "required" / named: the assistant turn is prefilled with the opening of a call (the
-        # model cannot but continue it); thinking is then closed empty, as the template does when disabled.
-        prefill = ""
-        if use_tools and (choice == "required" or isinstance(choice, NamedToolChoice)):
-            if thinking and not prompt.endswith("</think>\n\n"):
-                prefill = "<think>\n\n</think>\n\n"
-            prefill += TOOL_OPEN + "\n"
-            if isinstance(choice, NamedToolChoice):
-                prefill += '{"name": ' + json.dumps(choice.function.name, ensure_ascii=False) + ', "arguments": '
+        prompt = st.template.render(template_messages(req), tools=tools, add_generation_prompt=True, **turn.kwargs)
+        prefill = _prefill(turn, prompt, choice) if use_tools else ""
         prompt_tokens = PromptTokens(st.counter, prompt + prefill)
         param = "max_completion_tokens" if req.max_completion_tokens is not None else "max_tokens"
         max_tokens = await _limits(req, prompt_tokens, req.max_completion_tokens or req.max_tokens, param)
         stops = stop_list(req)
-        parser = OutputParser(reasoning=thinking and not prefill, tools=use_tools)
-        if prefill:
-            parser.feed(prefill[prefill.index(TOOL_OPEN) :])  # the call's opening belongs to the parsed turn
+        parser = turn.parser(use_tools, prefill)
         gen = Generation(
             st,
             caller,
-            fields=_fields(req, prompt + prefill, max_tokens, stops, iface),
+            fields=_fields(req, prompt + prefill, max_tokens, stops, iface, turn=turn),
             prompt=prompt_tokens,
             stops=stops,
             parser=parser,
@@ -596,9 +603,7 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
             code = "server_tool_not_allowed" if exc.status == 403 else "invalid_value"
             raise APIError(exc.status, str(exc), param="server_tools", code=code) from exc
 
-    async def _chat_server_tools(caller, req, iface, server):
-        kwargs = template_kwargs(req)
-        thinking = kwargs.get("enable_thinking", True)
+    async def _chat_server_tools(caller, req, iface, server, turn: Turn):
         client_tools = [t.model_dump(exclude_none=True) for t in req.tools or ()]
         stops = stop_list(req)
         model = model_info.served_name
@@ -606,22 +611,14 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
         async def generate(messages, tools, round_index):
             # tool_choice holds for the first turn only: forcing a call every round would only reach the limit
             choice = (req.tool_choice or "auto") if round_index == 0 else "auto"
-            prompt = st.template.render(messages, tools=tools, add_generation_prompt=True, **kwargs)
-            prefill = ""
-            if choice == "required" or isinstance(choice, NamedToolChoice):
-                if thinking and not prompt.endswith("</think>\n\n"):
-                    prefill = "<think>\n\n</think>\n\n"
-                prefill += TOOL_OPEN + "\n"
-                if isinstance(choice, NamedToolChoice):
-                    prefill += '{"name": ' + json.dumps(choice.function.name, ensure_ascii=False) + ', "arguments": '
+            prompt = st.template.render(messages, tools=tools, add_generation_prompt=True, **turn.kwargs)
+            prefill = _prefill(turn, prompt, choice)
             prompt_tokens = PromptTokens(st.counter, prompt + prefill)
             param = "max_completion_tokens" if req.max_completion_tokens is not None else "max_tokens"
             max_tokens = await _limits(req, prompt_tokens, req.max_completion_tokens or req.max_tokens, param)
-            parser = OutputParser(reasoning=thinking and not prefill, tools=True)
-            if prefill:
-                parser.feed(prefill[prefill.index(TOOL_OPEN) :])
+            parser = turn.parser(True, prefill)
             gen = Generation(
-                st, caller, fields=_fields(req, prompt + prefill, max_tokens, stops, iface),
+                st, caller, fields=_fields(req, prompt + prefill, max_tokens, stops, iface, turn=turn),
                 prompt=prompt_tokens, stops=stops, parser=parser, max_tokens=max_tokens,
             )
             st.metrics.inflight.labels(model).inc()

@@ -6,6 +6,7 @@ from typing import Any, Optional
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from . import sampling
+from .thinking import Thinking
 
 
 class ModelInfo(BaseModel):
@@ -24,12 +25,20 @@ class ModelInfo(BaseModel):
     # per-parameter overrides: sampling.resolve makes the defaults of requests from them (``sampling``).
     generation_config: dict[str, Any] = Field(default_factory=dict)
     sampling_defaults: dict[str, Any] = Field(default_factory=dict)
+    # The chat template's reasoning behaviour: the profile's model.thinking (thinking.py); the role renders a
+    # profile planned before the field existed as switchable, which is also the default here.
+    thinking: Thinking = Field(default_factory=Thinking)
     _sampling: dict = PrivateAttr(default_factory=dict)
+    _sampling_thinking_off: Optional[dict] = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _resolve_sampling(self):
         try:
             self._sampling = sampling.resolve(self.generation_config, self.sampling_defaults)
+            if self.thinking.mode == "switchable":
+                self._sampling_thinking_off = sampling.resolve(
+                    self.generation_config, self.sampling_defaults, thinking_off=True
+                )
         except sampling.SamplingConfigError as exc:
             raise ValueError(str(exc)) from None
         return self
@@ -38,6 +47,11 @@ class ModelInfo(BaseModel):
     def sampling(self) -> dict:
         """The sampling parameters filled into a request that leaves them out (sampling.py)."""
         return dict(self._sampling)
+
+    @property
+    def sampling_thinking_off(self) -> Optional[dict]:
+        """Those of a request that turns thinking off, on a switchable model (None on the others)."""
+        return None if self._sampling_thinking_off is None else dict(self._sampling_thinking_off)
 
 
 class Settings(BaseModel):

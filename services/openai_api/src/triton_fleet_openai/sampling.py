@@ -9,8 +9,11 @@ does (``--generation-config auto``, its default), from three layers, the later w
 2. the served checkpoint's ``generation_config.json``: the values vLLM reads from it (``temperature``,
    ``top_p``, ``top_k``, ``min_p``, ``repetition_penalty``; Qwen3 ships 0.6, 0.95 and 20), taken as written
    (``do_sample`` is not read, as vLLM does not);
-3. the operator's ``sampling_defaults`` (role variable ``openai_api_sampling_defaults``), per parameter; a
-   null there removes the parameter, so that the runtime's own default applies.
+3. on a ``switchable`` model (thinking.py) whose request turns thinking off: Qwen3's values for non-thinking
+   mode (its model card, "Best Practices": temperature 0.7, top_p 0.8, top_k 20; the checkpoint ships the thinking
+   ones, 0.6 / 0.95 / 20), as the 2507 Instruct checkpoints' generation_config.json ship them for their only mode;
+4. the operator's ``sampling_defaults`` (role variable ``openai_api_sampling_defaults``), per parameter, in either
+   mode; a null there removes the parameter, so that the runtime's own default applies.
 
 A default reaches Triton only where the runtime has the input (:meth:`backend.Interface.build` leaves out the
 others): ``repetition_penalty`` on the ``transformers`` runtime and the TRT-LLM ensemble, ``presence_penalty``
@@ -34,6 +37,8 @@ OPENAI_DEFAULTS = {"temperature": 1.0, "top_p": 1.0}
 # What vLLM takes from a checkpoint's generation_config.json (vllm/config: get_diff_sampling_param), bar
 # max_new_tokens (this service's default output length is the profile's, openai_api_default_max_tokens).
 FROM_CHECKPOINT = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
+# Qwen3's recommendation for non-thinking mode (model card, "Best Practices"; MinP 0 is the runtimes' off anyway).
+NON_THINKING = {"temperature": 0.7, "top_p": 0.8, "top_k": 20}
 
 
 class SamplingConfigError(ValueError):
@@ -55,14 +60,17 @@ def _checked(name: str, value: Any, where: str, hint: str = ""):
     return value if integer else float(value)
 
 
-def resolve(generation_config: Optional[dict], overrides: Optional[dict]) -> dict:
-    """The defaults filled into requests (name -> value), or SamplingConfigError naming the bad value."""
+def resolve(generation_config: Optional[dict], overrides: Optional[dict], thinking_off: bool = False) -> dict:
+    """The defaults filled into requests (name -> value), or SamplingConfigError naming the bad value;
+    ``thinking_off``: those of a switchable model's request with thinking turned off."""
     out = dict(OPENAI_DEFAULTS)
     where = "the checkpoint's generation_config.json"
     for name in FROM_CHECKPOINT:
         value = (generation_config or {}).get(name)
         if value is not None:
             out[name] = _checked(name, value, where, " (override it with openai_api_sampling_defaults)")
+    if thinking_off:
+        out.update(NON_THINKING)
     for name, value in (overrides or {}).items():
         if name not in RANGES:
             raise SamplingConfigError(
