@@ -441,27 +441,29 @@ class Node:
     value: Any
     fields: dict | None = None  # the TypedDict's fields, where the node is one
     required: frozenset = frozenset()  # and its required ones
+    optional: bool = False  # a field its TypedDict does not require (null there means "not given")
 
 
 def nodes(body, fields, required):
     """Every place of ``body`` whose SDK type is known (the top: ``fields``, of which ``required``)."""
     out = [Node((), dict, body, fields, frozenset(required))]
 
-    def walk(path, t, value):
+    def walk(path, t, value, optional):
         td = resolve(t, value) if isinstance(value, dict) else None
-        out.append(Node(path, t, value, hints(td) if td else None, required_keys(td) if td else frozenset()))
+        out.append(Node(path, t, value, hints(td) if td else None, required_keys(td) if td else frozenset(),
+                        optional))
         if td is not None:
             for k, v in value.items():
-                walk((*path, k), hints(td)[k], v)
+                walk((*path, k), hints(td)[k], v, k not in required_keys(td))
         elif isinstance(value, list | dict):
             et = element_type(t, value)
             if et is not None:
                 for k, v in (enumerate(value) if isinstance(value, list) else value.items()):
-                    walk((*path, k), et, v)
+                    walk((*path, k), et, v, False)
 
     for k, v in body.items():
         if k in fields:
-            walk((k,), fields[k], v)
+            walk((k,), fields[k], v, k not in required)
     return out
 
 
@@ -490,6 +492,10 @@ class Mutation:
         shown = self.body if len(self.body) <= 300 else self.body[:200] + b"...(%d bytes)" % len(self.body)
         return f"Mutation({self.kind}, path={fmt_path(self.path)}, {self.note} body={shown!r})"
 
+
+# The most a huge value adds to a body, in bytes of JSON: NGINX's client_max_body_size (1m) is the most the service
+# is sent through the gateway.
+HUGE = 1_000_000
 
 # Refusal expected, naming the place (when the request was accepted before the mutation).
 NAMED = {"wrong_type", "wrong_literal", "missing", "unknown_field"}
@@ -543,6 +549,13 @@ def get(body, path):
     return body
 
 
+def right_kinds(n: Node) -> frozenset:
+    """The JSON types a value may have at ``n``. Null is right wherever the field is optional, whatever its type:
+    the SDK itself sends a parameter passed as None as null (``create(user=None)`` sends ``"user": null``), and
+    callers and frameworks pass None for what they leave unset, so null there can only mean "not given"."""
+    return json_kinds(n.type) | ({"null"} if n.optional else frozenset())
+
+
 def wrong_values(kinds):
     """A value of a JSON type not among ``kinds``, leaning to the ones lax parsers take ("4", 4.0, true)."""
     strategies = {
@@ -580,7 +593,7 @@ def mutations(draw, body, fields, required):
             return ()
         return tuple(m.path for m in all_nodes if m.path != n.path and m.value == n.value)
 
-    typed = [n for n in all_nodes if n.path and json_kinds(n.type) != JSON_KINDS]
+    typed = [n for n in all_nodes if n.path and right_kinds(n) != JSON_KINDS]
     literal = [n for n in all_nodes if n.path and literal_values(n.type)]
     objects = [n for n in all_nodes if n.fields is not None]
     required = [(n, k) for n in objects for k in sorted(n.required) if k in n.value]
@@ -597,13 +610,13 @@ def mutations(draw, body, fields, required):
     kind = draw(pick(kinds))
     if kind == "wrong_type":
         # the top level (a field the request has or not) as often as the places inside it
-        absent = [Node((k,), fields[k], None) for k in sorted(fields.keys() - body.keys())]
-        top = [n for n in typed if len(n.path) == 1] + [n for n in absent if json_kinds(n.type) != JSON_KINDS]
+        absent = [Node((k,), fields[k], None, optional=k not in required) for k in sorted(fields.keys() - body.keys())]
+        top = [n for n in typed if len(n.path) == 1] + [n for n in absent if right_kinds(n) != JSON_KINDS]
         inner = [n for n in typed if len(n.path) > 1]
         n = draw(st.one_of([pick(places) for places in (top, inner) if places]))
-        value = draw(wrong_values(json_kinds(n.type)))
+        value = draw(wrong_values(right_kinds(n)))
         return Mutation(kind, n.path, dumps(replaced(body, n.path, value)), also=twins(n),
-                        note=f"{value!r} where the SDK allows {'/'.join(sorted(json_kinds(n.type)))}")
+                        note=f"{value!r} where the SDK allows {'/'.join(sorted(right_kinds(n)))}")
     if kind == "wrong_literal":
         n = draw(pick(literal))
         allowed = literal_values(n.type)
@@ -626,10 +639,11 @@ def mutations(draw, body, fields, required):
         return Mutation(kind, n.path, dumps(replaced(body, n.path, s)), also=twins(n))
     if kind == "huge_string":
         n = draw(pick(strings))
-        size = draw(pick([5_000, 60_000, 300_000]))
+        size = draw(pick([5_000, 60_000, HUGE]))
         unit = draw(pick(["a", "word ", "\u4e2d", "\U0001f642", "<think>"]))
-        return Mutation(kind, n.path, dumps(replaced(body, n.path, unit * (size // len(unit)))), also=twins(n),
-                        note=f"{size} chars")
+        times = min(size // len(unit), HUGE // (len(dumps(unit)) - 2))
+        return Mutation(kind, n.path, dumps(replaced(body, n.path, unit * times)), also=twins(n),
+                        note=f"{len(unit) * times} chars")
     if kind == "huge_number":
         n = draw(pick(numbers))
         raw = draw(pick(["1" + "0" * 400, "-1" + "0" * 400, "9" * 4000, "9" * 5000, "1e309", "-1e309",
@@ -637,8 +651,8 @@ def mutations(draw, body, fields, required):
         return Mutation(kind, n.path, with_raw(body, n.path, raw), note=f"{raw[:24]}")
     if kind == "huge_array":
         n = draw(pick(arrays))
-        size = draw(pick([1_000, 10_000]))
         items = n.value if n.value else [draw(json_scalars)]
+        size = min(draw(pick([1_000, 10_000])), HUGE * len(items) // len(dumps(items)))
         return Mutation(kind, n.path, dumps(replaced(body, n.path, (items * size)[:size])), note=f"{size} items")
     if kind == "deep":
         n = draw(pick(anywhere))

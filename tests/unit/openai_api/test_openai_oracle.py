@@ -125,7 +125,7 @@ def oracle(tokenizer_dir, hf_tokenizer):
                       max_input_len=900, max_output_len=256, fingerprint="f" * 64)
     app = create_app(Settings(model=model, tokenizer_dir=tokenizer_dir, triton_nodes=[node.url], metrics_port=0))
     try:
-        with Served(app) as srv, httpx.Client(base_url=srv.url, timeout=15) as http:
+        with Served(app) as srv, httpx.Client(base_url=srv.url, timeout=60) as http:
             yield Oracle(http, output)
     finally:
         node.close()
