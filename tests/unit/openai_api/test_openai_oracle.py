@@ -380,10 +380,11 @@ _ROUND_TRIP = {"model": MODEL, "messages": [
      "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
     {"role": "tool", "tool_call_id": "call_1", "content": "42"}]}
 _TOOLS = {**_HI, "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}
+_NAMED = {**_TOOLS, "tool_choice": {"type": "function", "function": {"name": "f"}}}
 _PROMPT = {"model": MODEL, "prompt": "Hi"}
 _PARAM_NAMES = frozenset({"param_is_a_place", "param_names_the_field"})
 
-# Found at 1a0f638 (before issue 30's fixes), in the order found; docs/openai-api.md tells each.
+# Found at 1a0f638 (before issue 30's fixes) unless said, in the order found; docs/openai-api.md tells each.
 FINDINGS = [
     Finding("deep-json-is-a-500", frozenset({"no_5xx"}), frozenset({"deep"}), "", (
         _ex(CHAT, _HI, "deep", ("user",), raw="[" * 10_000 + "]" * 10_000),
@@ -422,6 +423,12 @@ FINDINGS = [
         _ex(CHAT, _ROUND_TRIP, "missing", ("messages", 1, "tool_calls", 0, "type"), drop=True))),
     Finding("content-part-keys-are-not-checked", frozenset({"refused"}), frozenset({"unknown_field"}), r"content\[", (
         _ex(CHAT, _PARTS, "unknown_field", ("messages", 0, "content", 0, "oracle_x"), 1),)),
+    # found by the long run at 64108a2: the refusal names the union and says a string was expected
+    Finding("named-tool-choice-refused-as-a-string", frozenset({"param_names_the_field"}), ANY,
+            r"at tool_choice\.\S+: param 'tool_choice'$", (
+                _ex(CHAT, _NAMED, "missing", ("tool_choice", "function", "name"), drop=True),
+                _ex(CHAT, _NAMED, "wrong_type", ("tool_choice", "function", "name"), 5),
+                _ex(CHAT, _NAMED, "unknown_field", ("tool_choice", "function", "oracle_x"), 1))),
 ]
 
 
