@@ -529,3 +529,107 @@ def test_a_response_message_sent_back_whole_is_accepted(srv, node):
     r = c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}, back,
                                                          {"role": "user", "content": "And?"}])
     assert r.choices[0].message.content
+
+
+# --- the oracle's findings 8-11: the refusal names the place that is wrong -----------------------------------
+
+def test_a_prompt_past_the_input_limit_is_named_where_it_was_sent(srv):
+    """A completion's prompt is ``prompt`` (there are no messages on /v1/completions), a chat's ``messages``."""
+    long = "word " * 1_000  # past max_input_len (900 tokens)
+    r = post(srv, {"model": MODEL, "prompt": long}, path="/v1/completions")
+    assert_openai_error(r, 400, "prompt", "context_length_exceeded")
+    r = post(srv, {"model": MODEL, "prompt": long, "max_tokens": 8}, path="/v1/completions")
+    assert_openai_error(r, 400, "prompt", "context_length_exceeded")
+    assert_openai_error(post(srv, ok_body(messages=[{"role": "user", "content": long}])), 400, "messages",
+                        "context_length_exceeded")
+
+
+def _round_trip(call):
+    return ok_body(messages=[{"role": "user", "content": "Weather?"},
+                             {"role": "assistant", "content": None, "tool_calls": [call]},
+                             {"role": "tool", "tool_call_id": call["id"], "content": "21 C"}], tools=[WEATHER])
+
+
+def test_a_tool_call_sent_back_needs_its_type_and_arguments(srv):
+    """OpenAI refuses them missing ("Missing required parameter: 'messages[1].tool_calls[0].type'"); they are
+    not filled in."""
+    assert post(srv, _round_trip(CALL)).status_code == 200
+    no_type = {k: v for k, v in CALL.items() if k != "type"}
+    err = assert_openai_error(post(srv, _round_trip(no_type)), 400, "messages[1].tool_calls[0].type",
+                              "missing_required_parameter")
+    assert "messages[1].tool_calls[0].type" in err["message"]
+    no_arguments = {**CALL, "function": {"name": "get_weather"}}
+    assert_openai_error(post(srv, _round_trip(no_arguments)), 400, "messages[1].tool_calls[0].function.arguments",
+                        "missing_required_parameter")
+
+
+PART_REFUSALS = [
+    ("an unknown key in a text part", {"type": "text", "text": "Hi", "oracle_x": 1},
+     "messages[0].content[0].oracle_x", "unsupported_parameter", None),
+    ("an unknown key in an image part", {"type": "image_url", "image_url": {"url": "https://x/a.png"}, "oracle_x": 1},
+     "messages[0].content[0].oracle_x", "unsupported_parameter", None),
+    ("an image part", {"type": "image_url", "image_url": {"url": "https://x/a.png"}},
+     "messages[0].content[0]", "unsupported_parameter", "only text parts"),
+    ("an audio part", {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}},
+     "messages[0].content[0]", "unsupported_parameter", "only text parts"),
+    ("a file part", {"type": "file", "file": {"file_id": "file-1"}},
+     "messages[0].content[0]", "unsupported_parameter", "only text parts"),
+    ("a part of an unknown type", {"type": "video", "video": {}}, "messages[0].content[0].type", "invalid_value",
+     "'video'"),
+    ("a part without a type", {"text": "Hi"}, "messages[0].content[0].type", "missing_required_parameter", None),
+    ("a part that is not an object", "Hi", "messages[0].content[0]", "invalid_value", "object"),
+    ("a text part without text", {"type": "text"}, "messages[0].content[0].text", "missing_required_parameter", None),
+    ("a text part with a number", {"type": "text", "text": 5}, "messages[0].content[0].text", "invalid_value", None),
+]
+
+
+@pytest.mark.parametrize("part,param,code,why", [c[1:] for c in PART_REFUSALS], ids=[c[0] for c in PART_REFUSALS])
+def test_content_parts_are_checked_as_every_object_is(srv, part, param, code, why):
+    err = assert_openai_error(post(srv, ok_body(messages=[{"role": "user", "content": [part]}])), 400, param, code)
+    if why:
+        assert why in err["message"], err
+
+
+def test_an_assistant_refusal_part_is_refused_with_why(srv):
+    messages = [{"role": "user", "content": "Hi"},
+                {"role": "assistant", "content": [{"type": "refusal", "refusal": "I can't."}]},
+                {"role": "user", "content": "Why?"}]
+    err = assert_openai_error(post(srv, ok_body(messages=messages)), 400, "messages[1].content[0]")
+    assert "only text parts" in err["message"] and "'refusal'" in err["message"]
+
+
+UNION_REFUSALS = [
+    ("a named choice without a name", {"tool_choice": {"type": "function", "function": {}}},
+     "tool_choice.function.name", "missing_required_parameter", None),
+    ("a named choice with a number for a name", {"tool_choice": {"type": "function", "function": {"name": 5}}},
+     "tool_choice.function.name", "invalid_value", "string"),
+    ("a named choice with an unknown key", {"tool_choice": {"type": "function",
+                                                            "function": {"name": "get_weather", "oracle_x": 1}}},
+     "tool_choice.function.oracle_x", "unsupported_parameter", None),
+    ("a named choice of another type", {"tool_choice": {"type": "tool", "function": {"name": "get_weather"}}},
+     "tool_choice.type", "invalid_value", "'function'"),
+    ("a tool_choice of no kind", {"tool_choice": 5}, "tool_choice", "invalid_value",
+     "expected one of 'none', 'auto', 'required' or an object, got a number"),
+    ("an unknown tool_choice string", {"tool_choice": "any"}, "tool_choice", "invalid_value", "'required'"),
+    ("a number among the stops", {"stop": ["a", 5]}, "stop[1]", "invalid_value", "string"),
+    ("stop as a number", {"stop": 5}, "stop", "invalid_value", "expected a string or an array, got a number"),
+    ("content as an object", {"messages": [{"role": "user", "content": {"type": "text", "text": "Hi"}}]},
+     "messages[0].content", "invalid_value", "expected a string or an array, got an object"),
+    ("a key named like a union member", {"metadata": {"str": 5}}, "metadata.str", "invalid_value", None),
+]
+
+
+@pytest.mark.parametrize("extra,param,code,why", [c[1:] for c in UNION_REFUSALS], ids=[c[0] for c in UNION_REFUSALS])
+def test_a_union_refusal_names_the_place_in_the_branch_that_was_sent(srv, extra, param, code, why):
+    """A value that fails every member of a union is reported by the member of its JSON type (an object for a
+    named tool_choice, an array for stop); one of no member's type gets what the union takes."""
+    err = assert_openai_error(post(srv, ok_body(tools=[WEATHER], **extra)), 400, param, code)
+    if why:
+        assert why in err["message"], err
+
+
+def test_completions_union_refusals_name_the_place(srv):
+    body = {"model": MODEL, "prompt": "Hi", "max_tokens": 4}
+    assert_openai_error(post(srv, {**body, "stop": ["a", 5]}, path="/v1/completions"), 400, "stop[1]")
+    err = assert_openai_error(post(srv, {**body, "prompt": {"text": "Hi"}}, path="/v1/completions"), 400, "prompt")
+    assert "expected a string or an array, got an object" in err["message"]

@@ -492,12 +492,14 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
             if max_tokens is not None and max_tokens <= model_info.max_output_len and bound + max_tokens <= ctx:
                 return max_tokens
         prompt_tokens = await prompt.exact_soon()
+        # what holds the prompt: a chat's messages, a completion's prompt (param is the max_tokens field)
+        prompt_param = "prompt" if isinstance(req, CompletionRequest) else "messages"
         if prompt_tokens > model_info.max_input_len:
             raise APIError(
                 400,
                 f"the prompt is {prompt_tokens} tokens; this model takes at most "
                 f"{model_info.max_input_len} input tokens",
-                param="messages" if param != "prompt" else "prompt",
+                param=prompt_param,
                 code="context_length_exceeded",
             )
         if max_tokens is None:
@@ -506,7 +508,7 @@ def create_app(settings, *, pool=None, template=None, counter=None, metrics=None
                 raise APIError(
                     400,
                     f"the prompt is {prompt_tokens} tokens and fills the context length of {ctx}",
-                    param="messages",
+                    param=prompt_param,
                     code="context_length_exceeded",
                 )
             return max_tokens

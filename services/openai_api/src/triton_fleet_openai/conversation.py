@@ -61,8 +61,8 @@ def _unanswered(index, ids):
 def _check_content(m, where: str) -> None:
     if isinstance(m.content, list):
         for j, part in enumerate(m.content):
-            if part.get("type") != "text" or not isinstance(part.get("text"), str):
-                raise unsupported(f"{where}.content[{j}]", "only text parts (the model reads text)")
+            if part.type != "text":  # image_url, input_audio, file, refusal: well-formed (schemas.py), not read
+                raise unsupported(f"{where}.content[{j}]", f"only text parts (the model reads text), not {part.type!r}")
     if m.content is None and not (m.role == "assistant" and (m.tool_calls or m.refusal is not None)):
         raise invalid(
             f"{where}.content", "content is required (null only for an assistant turn with tool_calls or a refusal)"

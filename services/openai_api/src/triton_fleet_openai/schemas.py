@@ -9,9 +9,10 @@ The models are strict, as OpenAI is: ``max_tokens`` as ``"4"``, ``4.0`` or ``tru
 or 1 (pydantic's lax mode would); a float field still takes an integer (``temperature: 1``), as OpenAI's does.
 """
 
-from typing import Any, Literal, Optional, Union
+import json
+from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 
 from .errors import APIError, invalid, unsupported
 from .request_body import param_path
@@ -29,20 +30,60 @@ class TextPart(_Strict):
     text: str
 
 
+# The other content parts OpenAI defines: modelled so that their keys are checked as every object's are, and
+# then refused with why (conversation.py: the model reads text).
+class ImagePart(_Strict):
+    type: Literal["image_url"]
+    image_url: dict[str, Any]
+
+
+class AudioPart(_Strict):
+    type: Literal["input_audio"]
+    input_audio: dict[str, Any]
+
+
+class FilePart(_Strict):
+    type: Literal["file"]
+    file: dict[str, Any]
+
+
+class RefusalPart(_Strict):  # an assistant turn's refusal, as OpenAI's assistant content parts carry it
+    type: Literal["refusal"]
+    refusal: str
+
+
+_PARTS = {cls.model_fields["type"].annotation.__args__[0]: cls for cls in (TextPart, ImagePart, AudioPart, FilePart, RefusalPart)}
+
+
+def _part_tag(value):
+    """The content part class a part's ``type`` names (the union's tag); an unknown type is returned as it is
+    (pydantic's union_tag_invalid), none as None (union_tag_not_found): parse() names ``...type`` for both."""
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    if not isinstance(kind, str):
+        return None
+    cls = _PARTS.get(kind)
+    return cls.__name__ if cls is not None else kind
+
+
+ContentPart = Annotated[
+    Union[tuple(Annotated[cls, Tag(cls.__name__)] for cls in _PARTS.values())], Discriminator(_part_tag)
+]
+
+
 class FunctionCall(_Strict):
     name: str
-    arguments: str = "{}"
+    arguments: str  # required, as OpenAI's: a call sent back without them is refused, not read as "{}"
 
 
 class ToolCall(_Strict):
     id: str
-    type: Literal["function"] = "function"
+    type: Literal["function"]
     function: FunctionCall
 
 
 class Message(_Strict):
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: Optional[Union[str, list[dict[str, Any]]]] = None
+    content: Optional[Union[str, list[ContentPart]]] = None
     name: Optional[str] = None
     tool_calls: Optional[list[ToolCall]] = None
     tool_call_id: Optional[str] = None
@@ -173,27 +214,155 @@ def parse(model_cls, data):
     try:
         return model_cls.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = [p for p in err.get("loc", ()) if not (isinstance(p, str) and p.startswith("function-"))]
-        # A union's members show in the location (str, list[...], tagged choices): the parameter is the field.
-        loc = [p for p in loc if not (isinstance(p, str) and ("[" in p or p in _UNION_TAGS))]
-        param = param_path(loc)
-        if err.get("type") == "extra_forbidden":
-            raise APIError(
-                400,
-                f"unknown or unsupported parameter: {param} (this server implements the parameters listed in docs/openai-api.md)",
-                param=param,
-                code="unsupported_parameter",
-            ) from exc
-        if err.get("type") == "missing":
-            raise APIError(
-                400, f"missing required parameter: {param}", param=param, code="missing_required_parameter"
-            ) from exc
-        raise APIError(400, f"invalid value for {param}: {err.get('msg')}", param=param, code="invalid_value") from exc
+        raise _refusal(exc.errors(), data) from exc
 
 
-# The names pydantic gives a union's members in an error's location (besides "list[str]"-like ones).
-_UNION_TAGS = {"str", "int", "float", "bool", "NamedToolChoice", "TextPart"}
+def _refusal(errors: list, data: dict) -> APIError:
+    """The 400 of pydantic's errors: the first error of a union branch that fits what was sent.
+
+    A union that fails reports every branch's errors, the branches that expect another JSON type first
+    (``"stop": ["a", 5]`` is not a string, ``tool_choice: {...}`` is not 'none'): those say nothing of the
+    request, so the error reported is the first one whose branches all fit the value at their place (an array
+    for ``list[str]``, an object for a model); only where no branch fits is it the first error as it comes."""
+    places = [_place(err.get("loc", ()), data) for err in errors]
+    best = min(range(len(errors)), key=lambda i: places[i][1])
+    err, (path, misfits, union_at, value) = errors[best], places[best]
+    param = param_path(path)
+    kind = err.get("type")
+    if misfits:  # no branch takes what was sent: say what the union takes
+        loc, param = union_at
+        branches = dict.fromkeys(
+            _branch_kind(e["loc"][len(loc)])
+            for e in errors
+            if tuple(e.get("loc", ()))[: len(loc)] == loc and len(e["loc"]) > len(loc)
+        )
+        return APIError(
+            400,
+            f"invalid value for {param}: expected {' or '.join(branches)}, got {_json_kind(value)}",
+            param=param,
+            code="invalid_value",
+        )
+    if kind in ("union_tag_not_found", "union_tag_invalid"):
+        return _bad_tag(err, path)
+    if kind == "extra_forbidden":
+        return APIError(
+            400,
+            f"unknown or unsupported parameter: {param} (this server implements the parameters listed in docs/openai-api.md)",
+            param=param,
+            code="unsupported_parameter",
+        )
+    if kind == "missing":
+        return APIError(400, f"missing required parameter: {param}", param=param, code="missing_required_parameter")
+    return APIError(400, f"invalid value for {param}: {err.get('msg')}", param=param, code="invalid_value")
+
+
+def _place(loc, data) -> tuple:
+    """The body's path of an error's location (its union branch tags left out), how many of the branches it
+    went through expect another JSON type than the value sent there, and for the first such union: its location
+    as pydantic writes it (tags kept) with the parameter it is, and the value sent there.
+
+    A tag is told from a key by its form (``str``, ``list[str]``, ``literal[...]``, a class name) and by the value
+    at that point: a key the client sent (``"metadata": {"str": 1}``) stays a key."""
+    path, misfits, union_at, union_value, value = [], 0, None, None, data
+    for i, part in enumerate(loc):
+        if isinstance(part, str) and _is_tag(part) and not (isinstance(value, dict) and part in value):
+            if not _fits(part, value):
+                misfits += 1
+                if union_at is None:  # pydantic's location of the union and the parameter it is
+                    union_at, union_value = (tuple(loc[:i]), param_path(path)), value
+            continue
+        path.append(part)
+        if isinstance(value, dict) and isinstance(part, str):
+            value = value.get(part)
+        elif isinstance(value, list) and isinstance(part, int) and 0 <= part < len(value):
+            value = value[part]
+        else:
+            value = None
+    return path, misfits, union_at, union_value
+
+
+def _is_tag(part: str) -> bool:
+    return "[" in part or part in _SCALAR_TAGS or part in _MODEL_TAGS
+
+
+def _fits(tag: str, value) -> bool:
+    """Whether a union branch named ``tag`` expects the JSON type of ``value``."""
+    if tag == "str" or tag.startswith("literal["):
+        return isinstance(value, str)
+    if tag in ("int", "float"):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tag == "bool":
+        return isinstance(value, bool)
+    if tag.startswith("list["):
+        return isinstance(value, list)
+    if tag in _MODEL_TAGS or tag.startswith("dict["):
+        return isinstance(value, dict)
+    return True  # a validator's step (function-after[...]): no branch of its own
+
+
+def _branch_kind(tag: str) -> str:
+    """What a union branch takes, in a client's words."""
+    if tag.startswith("literal["):
+        return "one of " + tag[len("literal["):-1].replace(",", ", ")
+    if tag == "str":
+        return "a string"
+    if tag.startswith("list["):
+        return "an array"
+    if tag in ("int", "float"):
+        return "a number"
+    if tag == "bool":
+        return "a boolean"
+    return "an object"
+
+
+def _json_kind(value) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    return "a number"
+
+
+def _bad_tag(err: dict, path: list) -> APIError:
+    """A tagged union's object (a content part) with no ``type`` or one that names no branch."""
+    key, tags = _TAG_KEYS[err["ctx"]["discriminator"]]
+    place = param_path(path)
+    sent = err.get("input")
+    if not isinstance(sent, dict):
+        return APIError(400, f"invalid value for {place}: it must be an object with a {key!r}", param=place,
+                        code="invalid_value")
+    param = param_path([*path, key])
+    if key not in sent:
+        return APIError(400, f"missing required parameter: {param}", param=param, code="missing_required_parameter")
+    return APIError(
+        400,
+        f"invalid value for {param}: {_short(sent[key])} (expected one of {', '.join(map(repr, tags))})",
+        param=param,
+        code="invalid_value",
+    )
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _models(cls) -> set:
+    """The names of ``cls``'s subclasses, all levels down."""
+    return {name for sub in cls.__subclasses__() for name in (sub.__name__, *_models(sub))}
+
+
+# The names pydantic gives a union's members in an error's location, besides generic ones (list[str],
+# literal['none','auto','required'], tagged-union[...]) that hold a "[": scalar types and this module's models
+# (a tagged union's tags are its classes' names: ContentPart).
+_SCALAR_TAGS = {"str", "int", "float", "bool"}
+_MODEL_TAGS = _models(_Strict)
+# A tagged union's discriminator (as pydantic names it in an error) -> the key it reads and the values it takes.
+_TAG_KEYS = {"_part_tag()": ("type", tuple(_PARTS))}
 
 
 def _check_prompt_shape(prompt) -> None:
@@ -332,7 +501,7 @@ def template_messages(req: ChatRequest) -> list[dict]:
     for m in req.messages:
         content = m.content
         if isinstance(content, list):
-            content = "".join(p["text"] for p in content)
+            content = "".join(p.text for p in content)
         if content is None and m.refusal is not None:
             content = m.refusal  # what the assistant said, in OpenAI's refusal field
         msg = {"role": "system" if m.role == "developer" else m.role, "content": content if content is not None else ""}
