@@ -26,10 +26,12 @@ import types
 import typing
 import zlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Union
 
 import typing_extensions
 from hypothesis import strategies as st
+from hypothesis.configuration import set_hypothesis_home_dir
 from openai._types import SequenceNotStr
 from openai.types import completion_create_params as completion_params
 from openai.types.chat import ChatCompletionMessageParam
@@ -38,6 +40,11 @@ from openai.types.chat.chat_completion_allowed_tools_param import ChatCompletion
 from openai.types.chat.chat_completion_content_part_text_param import ChatCompletionContentPartTextParam
 from openai.types.shared_params import FunctionDefinition
 from openai.types.shared_params.response_format_json_schema import JSONSchema
+
+# Hypothesis keeps what it learns (its Unicode tables, a cache of the code's constants, the long profile's examples)
+# in the repository's .cache/, which git ignores, not in a .hypothesis/ of whatever directory the tests ran from.
+# Set before any strategy is built: building one reads the Unicode tables.
+set_hypothesis_home_dir(Path(__file__).resolve().parents[3] / ".cache" / "hypothesis")
 
 # ----------------------------------------------------------------------------------------------- values
 

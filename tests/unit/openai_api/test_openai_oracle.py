@@ -33,7 +33,6 @@ import pytest
 from conftest import GOLDEN, Served
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
-from hypothesis.configuration import set_hypothesis_home_dir
 from hypothesis.database import DirectoryBasedExampleDatabase
 from openai.types import Completion
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
@@ -74,17 +73,14 @@ ROOT = Path(__file__).resolve().parents[3]
 
 # ----------------------------------------------------------------------------------------------- profiles
 
-# Hypothesis keeps what it learns (a cache of the code's constants, and the long profile's examples) in .cache/,
-# which git ignores, not in a .hypothesis/ of whatever directory pytest ran from.
-set_hypothesis_home_dir(ROOT / ".cache" / "hypothesis")
-
 _COMMON = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large,
                                                         HealthCheck.filter_too_much]}
 PROFILES = {
     # make unit: the same examples every run, nothing written
     "ci": settings(max_examples=int(os.environ.get("OPENAI_ORACLE_EXAMPLES", "120")), derandomize=True,
                    database=None, print_blob=True, **_COMMON),
-    # by hand: random examples, what fails is kept under .cache/ and tried first next time
+    # by hand: random examples, what fails is kept under .cache/ (oracle_strategies sets Hypothesis's directory)
+    # and tried first next time
     "long": settings(max_examples=int(os.environ.get("OPENAI_ORACLE_EXAMPLES", "2500")), print_blob=True,
                      database=DirectoryBasedExampleDatabase(str(ROOT / ".cache" / "hypothesis" / "examples")),
                      **_COMMON),
