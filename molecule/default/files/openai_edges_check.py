@@ -43,8 +43,13 @@ def post_raw(a, text):
 
 def retrieve_served(a):
     # models.retrieve: the served model's card
+    # Its sampling defaults are the lab checkpoint's generation_config.json (Qwen3's values, fetched by the role
+    # from the serving node), and its creation time that checkpoint's.
     m = client(a).models.retrieve(a.model)
-    return m.id == a.model and m.object == "model", m.model_dump()
+    card = m.model_dump()
+    defaults = card.get("sampling_defaults") or {}
+    sampled = (defaults.get("temperature"), defaults.get("top_p"), defaults.get("top_k")) == (0.6, 0.95, 20)
+    return m.id == a.model and m.object == "model" and sampled and card.get("created", 0) > 0, card
 
 
 def retrieve_unknown(model):
